@@ -1,0 +1,107 @@
+// Package doctor implements `walctl doctor`.
+package doctor
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/health"
+)
+
+// Options of `walctl doctor`.
+type Options struct {
+	F *cmdutil.Factory
+}
+
+// Result is the JSON shape of `walctl doctor`.
+type Result struct {
+	OK     bool           `json:"ok"`
+	Checks []health.Check `json:"checks"`
+}
+
+// NewCmdDoctor returns `walctl doctor`.
+func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check every configured dependency and print one row per check",
+		Long: `Check each dependency walctl is configured to use — every etcd endpoint (version
+and leader), the data directory and the Lance root (writable) — and print one row
+per check with its status, latency and, for a failure, a hint. Each check is
+bounded by --command-timeout. Exits non-zero when any check fails, with the code
+of the first failure (5 for an unreachable dependency).`,
+		Example: `  walctl doctor
+  walctl --embedded doctor
+  WALCTL_ETCD_ENDPOINTS=10.0.0.5:2379 walctl doctor --command-timeout 3s --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return doctorRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func doctorRun(ctx context.Context, opts *Options) error {
+	f := opts.F
+	g := f.Global()
+	checks := []health.Check{
+		health.WritableDir("data-dir", g.DataDir),
+		health.WritableDir("lance-root", g.LanceRoot),
+	}
+	checks = append(checks, etcdChecks(ctx, f)...)
+
+	res := Result{OK: health.Failed(checks) == nil, Checks: checks}
+	if err := f.Print(res, func() *render.Table {
+		t := render.NewTable("check", "target", "status", "latency", "detail")
+		t.Status = 2
+		for _, c := range checks {
+			detail := c.Detail
+			if c.Hint != "" {
+				detail += " — hint: " + c.Hint
+			}
+			t.Add(c.Name, c.Target, c.Status, c.Latency.Round(time.Microsecond).String(), detail)
+		}
+		return t
+	}); err != nil {
+		return err
+	}
+	return health.Failed(checks)
+}
+
+func etcdChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
+	g := f.Global()
+	target := strings.Join(g.EtcdEndpoints, ",")
+	if g.Embedded {
+		target = "embedded (" + g.DataDir + "/etcd)"
+	}
+	fail := func(err error) []health.Check {
+		return []health.Check{{Name: "etcd", Target: target, Status: health.Fail, Detail: err.Error(), Err: err,
+			Hint: "check --etcd-endpoints, --data-dir and that no other process misuses the directory"}}
+	}
+	eps, err := f.EtcdEndpoints(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	cli, err := f.Etcd(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	var out []health.Check
+	for _, ep := range eps {
+		cctx, cancel := f.CallContext(ctx)
+		c := health.Etcd(cctx, cli, ep)
+		cancel()
+		if g.Embedded {
+			c.Name = "etcd (embedded)"
+		}
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package commands
+
+import (
+	"context"
+	"errors"
+
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/errs"
+)
+
+// Exit codes. They are part of walctl's interface: scripts and runbooks
+// branch on them, so a code never changes meaning.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitNotFound    = 3
+	ExitConflict    = 4
+	ExitUnavailable = 5
+	ExitCorrupt     = 6
+	ExitInterrupted = 130
+)
+
+// exitCodeHelp is listed in `walctl --help` and in the man page.
+const exitCodeHelp = `EXIT STATUS
+  0    success
+  1    failure not covered below
+  2    usage error or invalid input (bad flag, argument, name, schema, config); nothing was written
+  3    not found (unknown table, claim, version)
+  4    conflict or fenced (another holder owns the table, a newer epoch, a lost race)
+  5    a dependency is unavailable (etcd, WAL server, Kubernetes) within --command-timeout
+  6    data integrity error (checksum mismatch, corrupt or truncated file); nothing was repaired
+  130  interrupted (SIGINT or SIGTERM)`
+
+// ExitCode maps an error to walctl's exit code. It is the only place that
+// does so.
+func ExitCode(err error, interrupted bool) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case interrupted && errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	case cmdutil.IsFlagError(err), errors.Is(err, errs.ErrInvalid):
+		return ExitUsage
+	case errors.Is(err, errs.ErrNotFound):
+		return ExitNotFound
+	case errors.Is(err, errs.ErrConflict), errors.Is(err, errs.ErrFenced):
+		return ExitConflict
+	case errors.Is(err, errs.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return ExitUnavailable
+	case errors.Is(err, errs.ErrCorrupt):
+		return ExitCorrupt
+	case interrupted:
+		return ExitInterrupted
+	}
+	return ExitFailure
+}

@@ -1,0 +1,68 @@
+package commands
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/etcdembed"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"walctl": func() {
+			os.Exit(Run(context.Background(), cmdutil.System(), os.Args[1:]))
+		},
+	})
+}
+
+// TestScripts runs every testscripts/*.txtar against the real entry point.
+// Custom commands:
+//
+//	etcd-start NAME   start a real embedded etcd, export its endpoint as $NAME
+//	wait-file PATH    wait (up to 60 s) until PATH exists
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("..", "..", "testscripts"),
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("HOME", env.WorkDir)
+			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
+			env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, ".data"))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"etcd-start": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: etcd-start ENVNAME")
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				srv, err := etcdembed.Start(ctx, etcdembed.Options{Dir: ts.MkAbs("etcd-" + args[0])})
+				ts.Check(err)
+				ts.Defer(srv.Close)
+				ts.Setenv(args[0], srv.Endpoint())
+			},
+			"wait-file": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 1 {
+					ts.Fatalf("usage: wait-file PATH")
+				}
+				deadline := time.Now().Add(time.Minute)
+				for {
+					_, err := os.Stat(ts.MkAbs(args[0]))
+					if (err == nil) != neg {
+						return
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("wait-file %s: timed out", args[0])
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			},
+		},
+	})
+}
