@@ -18,8 +18,11 @@ import (
 	"github.com/walctl/walctl/internal/commands/completion"
 	configcmd "github.com/walctl/walctl/internal/commands/config"
 	"github.com/walctl/walctl/internal/commands/doctor"
+	"github.com/walctl/walctl/internal/commands/epoch"
 	"github.com/walctl/walctl/internal/commands/man"
+	"github.com/walctl/walctl/internal/commands/table"
 	"github.com/walctl/walctl/internal/commands/version"
+	"github.com/walctl/walctl/internal/commands/walcmd"
 )
 
 // Main runs walctl with the process's arguments and streams and returns the
@@ -98,6 +101,9 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 		version.NewCmdVersion(f, nil),
 		configcmd.NewCmdConfig(f),
 		doctor.NewCmdDoctor(f, nil),
+		table.NewCmdTable(f),
+		walcmd.NewCmdWAL(f),
+		epoch.NewCmdEpoch(f),
 		completion.NewCmdCompletion(),
 		man.NewCmdMan(),
 	)

@@ -16,6 +16,7 @@ import (
 	"github.com/walctl/walctl/internal/core/dirlock"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/etcdembed"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // Factory builds the dependencies of a command lazily from configuration, so
@@ -31,6 +32,7 @@ type Factory struct {
 	mu       sync.Mutex
 	etcd     *clientv3.Client
 	embedded *etcdembed.Server
+	wal      wal.Log
 	closers  []func()
 }
 
@@ -131,5 +133,5 @@ func (f *Factory) Close() {
 	for i := len(f.closers) - 1; i >= 0; i-- {
 		f.closers[i]()
 	}
-	f.closers, f.etcd, f.embedded = nil, nil, nil
+	f.closers, f.etcd, f.embedded, f.wal = nil, nil, nil, nil
 }

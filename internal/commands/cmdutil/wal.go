@@ -1,0 +1,98 @@
+package cmdutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/walctl/walctl/internal/core/dirlock"
+	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/core/walflight"
+)
+
+// WAL settings. They are flat keys (not "wal.…") because "wal" itself is the
+// server address.
+const (
+	KeyWALMaxGenerationBytes = "wal-generation-bytes"
+	KeyWALMaxGenerationAge   = "wal-generation-age"
+	KeyWALTLS                = "wal-tls"
+	KeyWALCAFile             = "wal-ca-file"
+	KeyWALConns              = "wal-conns"
+)
+
+// WALEndpointFile names the file in a WAL directory in which the process
+// holding it (`walctl wal serve`) publishes its address, so that a later
+// command on the same data dir talks to it instead of being refused.
+const WALEndpointFile = "ENDPOINT"
+
+func init() {
+	Register(
+		Setting{Key: KeyWALMaxGenerationBytes, Default: int64(wal.DefaultMaxGenerationBytes), Usage: "seal a WAL generation at this size in bytes"},
+		Setting{Key: KeyWALMaxGenerationAge, Default: wal.DefaultMaxGenerationAge, Usage: "seal a WAL generation this long after it opened"},
+		Setting{Key: KeyWALTLS, Default: false, Usage: "use TLS to reach the WAL server"},
+		Setting{Key: KeyWALCAFile, Default: "", Usage: "PEM bundle verifying the WAL server's certificate"},
+		Setting{Key: KeyWALConns, Default: 4, Usage: "connections in the WAL client pool"},
+	)
+}
+
+// WALDir is the directory of the in-process WAL engine.
+func (f *Factory) WALDir() string { return filepath.Join(f.Config.Global.DataDir, "wal") }
+
+// WALEngineOptions are the engine options from configuration.
+func (f *Factory) WALEngineOptions() wal.Options {
+	return wal.Options{
+		MaxGenerationBytes: f.Config.Int64(KeyWALMaxGenerationBytes),
+		MaxGenerationAge:   f.Config.Duration(KeyWALMaxGenerationAge),
+		Logger:             f.Logger,
+	}
+}
+
+// WAL returns the configured WAL, opened once: the server named by --wal, or
+// the in-process engine on <data-dir>/wal. When another process holds that
+// directory and publishes its address, the WAL is reached through it.
+func (f *Factory) WAL(ctx context.Context) (wal.Log, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.wal != nil {
+		return f.wal, nil
+	}
+	addr := f.Config.Global.WAL
+	if addr == "" {
+		eng, err := wal.Open(f.WALDir(), f.WALEngineOptions())
+		if err == nil {
+			f.wal = eng
+			f.closers = append(f.closers, func() { eng.Close() })
+			return eng, nil
+		}
+		if !errors.Is(err, dirlock.ErrLocked) {
+			return nil, fmt.Errorf("open WAL: %w", err)
+		}
+		b, rerr := os.ReadFile(filepath.Join(f.WALDir(), WALEndpointFile))
+		if rerr != nil {
+			return nil, fmt.Errorf("%w (it serves no address; point --wal at its server)", err)
+		}
+		addr = strings.TrimSpace(string(b))
+		f.Logger.Debug("using the WAL server of the process holding the data dir", "addr", addr)
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.Config.Global.CommandTimeout)
+	defer cancel()
+	cli, err := walflight.Dial(cctx, addr, walflight.ClientOptions{
+		Conns:  f.Config.Int(KeyWALConns),
+		Token:  f.Config.Global.WALToken,
+		TLS:    f.Config.Bool(KeyWALTLS),
+		CAFile: f.Config.String(KeyWALCAFile),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("WAL server %s: %w", addr, err)
+	}
+	f.wal = cli
+	f.closers = append(f.closers, func() { cli.Close() })
+	return cli, nil
+}
+
+// Timeout is --command-timeout.
+func (f *Factory) Timeout() time.Duration { return f.Config.Global.CommandTimeout }

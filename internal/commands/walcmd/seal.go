@@ -1,0 +1,100 @@
+package walcmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// SealOptions of `walctl wal seal`.
+type SealOptions struct {
+	F     *cmdutil.Factory
+	Table string
+	Shard int // -1: every shard
+}
+
+// SealedShard is one row of `wal seal`.
+type SealedShard struct {
+	Shard      int             `json:"shard"`
+	Generation *wal.Generation `json:"generation"` // null when the shard had nothing open
+}
+
+// NewCmdSeal returns `wal seal`.
+func NewCmdSeal(f *cmdutil.Factory, runF func(context.Context, *SealOptions) error) *cobra.Command {
+	opts := &SealOptions{F: f}
+	cmd := &cobra.Command{
+		Use:     "seal --table T [--shard S]",
+		Short:   "Seal open generations now so they become publishable",
+		Example: "  walctl wal seal --table orders            # every shard\n  walctl wal seal --table orders --shard 2",
+		Args:    cmdutil.ExactArgs(0, "wal seal takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Table == "" {
+				return cmdutil.FlagErrorf("--table is required")
+			}
+			if !cmd.Flags().Changed("shard") {
+				opts.Shard = -1
+			} else if opts.Shard < 0 {
+				return cmdutil.FlagErrorf("--shard must not be negative, got %d", opts.Shard)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return sealRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Table, "table", "", "table name")
+	cmd.Flags().IntVar(&opts.Shard, "shard", 0, "shard (default: every shard)")
+	return cmd
+}
+
+func sealRun(ctx context.Context, opts *SealOptions) error {
+	f := opts.F
+	log, err := f.WAL(ctx)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := f.CallContext(ctx)
+	info, err := log.Table(cctx, opts.Table)
+	cancel()
+	if err != nil {
+		return err
+	}
+	shards := []int{opts.Shard}
+	if opts.Shard < 0 {
+		shards = shards[:0]
+		for i := 0; i < info.Shards; i++ {
+			shards = append(shards, i)
+		}
+	}
+	res := []SealedShard{}
+	for _, s := range shards {
+		cctx, cancel := f.CallContext(ctx)
+		g, err := log.Seal(cctx, opts.Table, s)
+		cancel()
+		if err != nil {
+			return err
+		}
+		row := SealedShard{Shard: s}
+		if g.Entries > 0 {
+			row.Generation = &g
+		}
+		res = append(res, row)
+	}
+	return f.Print(res, func() *render.Table {
+		t := render.NewTable("shard", "sealed", "first", "last", "entries", "bytes")
+		for _, r := range res {
+			if r.Generation == nil {
+				t.Add(fmt.Sprint(r.Shard), "nothing open", "-", "-", "0", "0")
+				continue
+			}
+			g := r.Generation
+			t.Add(fmt.Sprint(r.Shard), fmt.Sprint(g.ID), fmt.Sprint(g.First), fmt.Sprint(g.Last), fmt.Sprint(g.Entries), fmt.Sprint(g.Bytes))
+		}
+		return t
+	})
+}
