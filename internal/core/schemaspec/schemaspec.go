@@ -100,7 +100,7 @@ var (
 		"float16": arrow.FixedWidthTypes.Float16, "float32": arrow.PrimitiveTypes.Float32,
 		"float64": arrow.PrimitiveTypes.Float64, "float": arrow.PrimitiveTypes.Float32,
 		"double": arrow.PrimitiveTypes.Float64,
-		"utf8": arrow.BinaryTypes.String, "string": arrow.BinaryTypes.String,
+		"utf8":   arrow.BinaryTypes.String, "string": arrow.BinaryTypes.String,
 		"large_utf8": arrow.BinaryTypes.LargeString, "large_string": arrow.BinaryTypes.LargeString,
 		"binary": arrow.BinaryTypes.Binary, "large_binary": arrow.BinaryTypes.LargeBinary,
 		"date32": arrow.FixedWidthTypes.Date32,

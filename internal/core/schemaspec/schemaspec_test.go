@@ -42,8 +42,8 @@ func TestParseJSON(t *testing.T) {
 
 func TestParseRejects(t *testing.T) {
 	cases := map[string]string{
-		`[{"name":"id","type":"int64","nullabel":true}]`: `unknown field "nullabel"`,
-		`[{"name":"id","type":"int128"}]`:                `field "id": unknown type "int128"`,
+		`[{"name":"id","type":"int64","nullabel":true}]`:          `unknown field "nullabel"`,
+		`[{"name":"id","type":"int128"}]`:                         `field "id": unknown type "int128"`,
 		`[{"name":"a","type":"int8"},{"name":"a","type":"int8"}]`: `"a" appears twice`,
 		`[]`:   "no fields",
 		`junk`: "neither a JSON field list nor an Arrow IPC stream",
