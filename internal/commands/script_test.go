@@ -2,22 +2,22 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/etcdembed"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"walctl": func() {
-			os.Exit(Run(context.Background(), cmdutil.System(), os.Args[1:]))
-		},
+		"walctl": func() { os.Exit(Main()) },
 	})
 }
 
@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 //
 //	etcd-start NAME   start a real embedded etcd, export its endpoint as $NAME
 //	wait-file PATH    wait (up to 60 s) until PATH exists
+//	exitcode N CMD…   run CMD (like exec) and require exit status N
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("..", "..", "testscripts"),
@@ -46,6 +47,24 @@ func TestScripts(t *testing.T) {
 				ts.Check(err)
 				ts.Defer(srv.Close)
 				ts.Setenv(args[0], srv.Endpoint())
+			},
+			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 2 {
+					ts.Fatalf("usage: exitcode N command [args...]")
+				}
+				want, err := strconv.Atoi(args[0])
+				ts.Check(err)
+				err = ts.Exec(args[1], args[2:]...)
+				got := 0
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					got = ee.ExitCode()
+				} else if err != nil {
+					ts.Fatalf("%s: %v", args[1], err)
+				}
+				if got != want {
+					ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
+				}
 			},
 			"wait-file": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
