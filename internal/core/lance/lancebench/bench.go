@@ -1,0 +1,201 @@
+// Package lancebench compares the write throughput of walctl's Lance writer
+// with the official LanceDB writer (table.add through the Node oracle) on the
+// same Arrow batches, on the same disk, in one run.
+package lancebench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/lance/oracle"
+)
+
+// Dim and PayloadBytes fix the benchmark's vector and binary sizes; the
+// oracle's bench.js generates the same values.
+const (
+	Dim          = 768
+	PayloadBytes = 256
+)
+
+// Config sizes a run: Adds files (walctl) or table.add calls (official),
+// each of BatchesPerAdd batches of RowsPerBatch rows.
+type Config struct {
+	Adds          int `json:"adds"`
+	BatchesPerAdd int `json:"batches_per_add"`
+	RowsPerBatch  int `json:"rows_per_batch"`
+}
+
+// DefaultConfig writes about 440 MiB per side: 8 adds of 16 × 1,024 rows.
+var DefaultConfig = Config{Adds: 8, BatchesPerAdd: 16, RowsPerBatch: 1024}
+
+// Side is one writer's figures.
+type Side struct {
+	Seconds   float64 `json:"seconds"`
+	MiBPerSec float64 `json:"mib_per_sec"`
+	DataBytes int64   `json:"data_bytes"`
+	Rows      int     `json:"rows"`
+}
+
+// Result is a run's outcome; throughput is logical Arrow bytes per second.
+type Result struct {
+	Config        Config  `json:"config"`
+	LogicalBytes  int64   `json:"logical_bytes"`
+	Walctl        Side    `json:"walctl"`
+	Official      Side    `json:"official"`
+	SpeedRatio    float64 `json:"speed_ratio"`     // walctl MiB/s ÷ official MiB/s
+	FileSizeRatio float64 `json:"file_size_ratio"` // walctl bytes ÷ official bytes
+	WorkspaceMax  int     `json:"walctl_workspace_bytes"`
+}
+
+// Schema is the benchmark's table schema.
+func Schema() *arrow.Schema {
+	return arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond}},
+		{Name: "name", Type: arrow.BinaryTypes.String},
+		{Name: "vec", Type: arrow.FixedSizeListOfField(Dim, arrow.Field{Name: "item", Type: arrow.PrimitiveTypes.Float32, Nullable: true})},
+		{Name: "payload", Type: arrow.BinaryTypes.Binary},
+	}, nil)
+}
+
+// Batch generates rows [first, first+n) exactly as bench.js does.
+func Batch(mem memory.Allocator, first, n int) arrow.Record {
+	b := array.NewRecordBuilder(mem, Schema())
+	defer b.Release()
+	ids, ts := b.Field(0).(*array.Int64Builder), b.Field(1).(*array.TimestampBuilder)
+	names, vecs, pays := b.Field(2).(*array.StringBuilder), b.Field(3).(*array.FixedSizeListBuilder), b.Field(4).(*array.BinaryBuilder)
+	items := vecs.ValueBuilder().(*array.Float32Builder)
+	items.Reserve(n * Dim)
+	pay := make([]byte, PayloadBytes)
+	for i := range n {
+		g := first + i
+		ids.Append(int64(g))
+		ts.Append(arrow.Timestamp(1_700_000_000_000_000 + int64(g)))
+		names.Append("row-" + strconv.Itoa(g))
+		vecs.Append(true)
+		for j := range Dim {
+			items.UnsafeAppend(float32(float64((g*Dim+j)%1000) / 1000))
+		}
+		for j := range pay {
+			pay[j] = byte((g*31 + j*7) & 255)
+		}
+		pays.Append(pay)
+	}
+	return b.NewRecord()
+}
+
+func logicalBytes(r arrow.Record) int64 {
+	var n int64
+	for _, c := range r.Columns() {
+		for _, d := range append([]arrow.ArrayData{c.Data()}, c.Data().Children()...) {
+			for _, buf := range d.Buffers() {
+				if buf != nil {
+					n += int64(buf.Len())
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Run writes the same batches through walctl (CreateFile + Commit per add)
+// and through the official table.add under dir, and reports both. Batch
+// generation is not timed on either side.
+func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result, error) {
+	if cfg.Adds <= 0 || cfg.BatchesPerAdd <= 0 || cfg.RowsPerBatch <= 0 {
+		return nil, fmt.Errorf("bench config %+v: %w", cfg, errs.ErrInvalid)
+	}
+	res := &Result{Config: cfg}
+	ds, err := lance.Create(filepath.Join(dir, "walctl.lance"), Schema(), lance.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	m, err := ds.Latest()
+	if err != nil {
+		return nil, err
+	}
+	schema, err := m.Schema()
+	if err != nil {
+		return nil, err
+	}
+	var elapsed time.Duration
+	for a := range cfg.Adds {
+		recs := make([]arrow.Record, cfg.BatchesPerAdd)
+		for b := range recs {
+			recs[b] = Batch(memory.DefaultAllocator, (a*cfg.BatchesPerAdd+b)*cfg.RowsPerBatch, cfg.RowsPerBatch)
+			res.LogicalBytes += logicalBytes(recs[b])
+		}
+		start := time.Now()
+		err := writeAndCommit(ctx, ds, schema, recs, res)
+		elapsed += time.Since(start)
+		for _, r := range recs {
+			r.Release()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	res.Walctl.Seconds = elapsed.Seconds()
+	res.Walctl.Rows = cfg.Adds * cfg.BatchesPerAdd * cfg.RowsPerBatch
+	if res.Walctl.DataBytes, err = dirBytes(filepath.Join(ds.Root(), "data")); err != nil {
+		return nil, err
+	}
+	var off struct {
+		Seconds   float64 `json:"seconds"`
+		Rows      int     `json:"rows"`
+		DataBytes int64   `json:"data_bytes"`
+	}
+	err = o.Run(ctx, &off, "bench", dir, "official",
+		strconv.Itoa(cfg.Adds), strconv.Itoa(cfg.BatchesPerAdd), strconv.Itoa(cfg.RowsPerBatch))
+	if err != nil {
+		return nil, err
+	}
+	res.Official = Side{Seconds: off.Seconds, Rows: off.Rows, DataBytes: off.DataBytes}
+	mib := float64(res.LogicalBytes) / (1 << 20)
+	res.Walctl.MiBPerSec = mib / res.Walctl.Seconds
+	res.Official.MiBPerSec = mib / res.Official.Seconds
+	res.SpeedRatio = res.Walctl.MiBPerSec / res.Official.MiBPerSec
+	res.FileSizeRatio = float64(res.Walctl.DataBytes) / float64(res.Official.DataBytes)
+	return res, nil
+}
+
+func writeAndCommit(ctx context.Context, ds *lance.Dataset, schema *lance.Schema, recs []arrow.Record, res *Result) error {
+	w, err := ds.CreateFile(schema, lance.FileOptions{Version: lance.DefaultFileVersion})
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	res.WorkspaceMax = max(res.WorkspaceMax, w.WorkspaceBytes())
+	desc, err := w.Close()
+	if err != nil {
+		return err
+	}
+	_, err = ds.CommitLatest(ctx, lance.CommitRequest{Kind: lance.Append, Files: []lance.Descriptor{desc}}, 3)
+	return err
+}
+
+func dirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			n += info.Size()
+		}
+		return err
+	})
+	return n, err
+}

@@ -1,0 +1,185 @@
+// Package oracle runs the official LanceDB implementation (the Node package
+// pinned in tools/lance-oracle) as a reference for walctl's Lance code: it
+// reads, filters, time-travels, appends to, optimizes and creates tables and
+// reports what it saw as JSON.
+package oracle
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/walctl/walctl/internal/core/errs"
+)
+
+// Oracle runs tools/lance-oracle/oracle.js with node.
+type Oracle struct {
+	// Dir is the absolute path of tools/lance-oracle.
+	Dir string
+}
+
+// Find locates tools/lance-oracle from the module root above the working
+// directory and checks that its dependencies are installed.
+func Find() (*Oracle, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			o := &Oracle{Dir: filepath.Join(dir, "tools", "lance-oracle")}
+			if _, err := os.Stat(filepath.Join(o.Dir, "node_modules", "@lancedb", "lancedb", "package.json")); err != nil {
+				return nil, fmt.Errorf("the LanceDB oracle is not installed in %s: run `npm ci --prefix tools/lance-oracle` (or `make oracle`) from the module root: %w", o.Dir, errs.ErrUnavailable)
+			}
+			if _, err := exec.LookPath("node"); err != nil {
+				return nil, fmt.Errorf("node is not on PATH; the LanceDB oracle needs Node.js 18 or later: %w", errs.ErrUnavailable)
+			}
+			return o, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return nil, fmt.Errorf("no go.mod above %s: %w", wd, errs.ErrNotFound)
+		}
+	}
+}
+
+// MustFind returns the oracle or fails the test (never skips it).
+func MustFind(t testing.TB) *Oracle {
+	t.Helper()
+	o, err := Find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// Run runs one oracle command and decodes its JSON output into out.
+func (o *Oracle) Run(ctx context.Context, out any, args ...string) error {
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(o.Dir, "oracle.js")}, args...)...)
+	cmd.Dir = o.Dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("oracle %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		return fmt.Errorf("oracle %s: bad output %q: %v", strings.Join(args, " "), stdout.String(), err)
+	}
+	return nil
+}
+
+// split turns a dataset path <dir>/<name>.lance into LanceDB's (dir, name).
+func split(root string) (string, string, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", "", err
+	}
+	name, ok := strings.CutSuffix(filepath.Base(abs), ".lance")
+	if !ok {
+		return "", "", fmt.Errorf("%s does not end in .lance: %w", root, errs.ErrInvalid)
+	}
+	return filepath.Dir(abs), name, nil
+}
+
+// Field is one column of a dump's schema as Arrow JS prints it.
+type Field struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Nullable bool   `json:"nullable"`
+}
+
+// Dump is what the official reader returned for a query.
+type Dump struct {
+	Version   uint64                       `json:"version"`
+	NumRows   int                          `json:"num_rows"`
+	CountRows int                          `json:"count_rows"`
+	Schema    []Field                      `json:"schema"`
+	Columns   map[string][]json.RawMessage `json:"columns"`
+}
+
+// DumpOptions select the version, filter and columns of a dump.
+type DumpOptions struct {
+	Version uint64
+	Filter  string
+	Columns []string
+}
+
+// Dump reads the table at root with the official reader.
+func (o *Oracle) Dump(ctx context.Context, root string, opts DumpOptions) (*Dump, error) {
+	dir, name, err := split(root)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"dump", dir, name}
+	if opts.Version != 0 {
+		args = append(args, "--version", strconv.FormatUint(opts.Version, 10))
+	}
+	if opts.Filter != "" {
+		args = append(args, "--filter", opts.Filter)
+	}
+	if len(opts.Columns) > 0 {
+		args = append(args, "--columns", strings.Join(opts.Columns, ","))
+	}
+	var d Dump
+	return &d, o.Run(ctx, &d, args...)
+}
+
+// Result is the outcome of a writing command.
+type Result struct {
+	Version          uint64 `json:"version"`
+	CountRows        int    `json:"count_rows"`
+	FragmentsRemoved int    `json:"fragments_removed"`
+	FragmentsAdded   int    `json:"fragments_added"`
+}
+
+func (o *Oracle) withRows(ctx context.Context, cmd, root string, rows any, extra ...string) (*Result, error) {
+	dir, name, err := split(root)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp("", "oracle-rows-*.json")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	if err := json.NewEncoder(f).Encode(rows); err != nil {
+		f.Close()
+		return nil, err
+	}
+	f.Close()
+	var r Result
+	return &r, o.Run(ctx, &r, append([]string{cmd, dir, name, f.Name()}, extra...)...)
+}
+
+// Append adds rows (plain JSON objects) with the official writer's table.add.
+func (o *Oracle) Append(ctx context.Context, root string, rows any) (*Result, error) {
+	return o.withRows(ctx, "append", root, rows)
+}
+
+// Create makes a table with the official writer from a spec: {"schema":
+// [{"name","type","nullable"}], "rows": [...]}; types are int64, utf8,
+// float64, float32, fsl_f32:<dim>. storageVersion "" keeps LanceDB's
+// default (2.1).
+func (o *Oracle) Create(ctx context.Context, root string, spec any, storageVersion string) (*Result, error) {
+	var extra []string
+	if storageVersion != "" {
+		extra = []string{"--storage-version", storageVersion}
+	}
+	return o.withRows(ctx, "create", root, spec, extra...)
+}
+
+// Optimize runs the official table.optimize() (compaction and cleanup).
+func (o *Oracle) Optimize(ctx context.Context, root string) (*Result, error) {
+	dir, name, err := split(root)
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	return &r, o.Run(ctx, &r, "optimize", dir, name)
+}
