@@ -1,0 +1,212 @@
+// Package coord is walctl's etcd coordination core (DESIGN.md §2 "claim",
+// §3 rules 1–3 and 14): claims on tables, each bound to an etcd lease of its
+// own; the local busy hint consulted before any claim attempt; operator
+// inspection and audited revocation.
+//
+// It follows etcd's own client/v3/concurrency: a Claim is a Session and a
+// Mutex in one. It owns one lease, drains keep-alives in one goroutine and
+// exposes Done; ownership is taken by
+//
+//	Txn(If(CreateRevision(k) == 0).Then(Put(k, v, WithLease(l))))
+//
+// and the winner's CreateRevision is the claim's identity. Mutations made by
+// the holder carry Claim.IsOwner into their own transactions.
+//
+// Key layout under Config.Prefix (default /walctl/v1):
+//
+//	<prefix>/claims/<table>          claim record, attached to the claim's lease
+//	<prefix>/reservations/<table>    catch-up reservation (written by the master)
+//	<prefix>/audit/<time>-<table>    operator actions (revocations)
+//
+// Every etcd call carries a deadline derived from the caller's context and
+// Config.CallTimeout. An etcd that does not answer in time yields an error
+// wrapping errs.ErrUnavailable that names the endpoints; a cancelled caller
+// context yields the context's error.
+package coord
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/utils/clock"
+
+	"github.com/walctl/walctl/internal/core/errs"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultPrefix      = "/walctl/v1"
+	DefaultDialTimeout = 5 * time.Second
+	DefaultCallTimeout = 5 * time.Second
+	DefaultClaimTTL    = 15 * time.Second
+	// MaxTableNameLen is the longest table name accepted, in bytes (the
+	// WAL's limit).
+	MaxTableNameLen = 128
+)
+
+// Config is the typed configuration of a Client.
+type Config struct {
+	// Endpoints are the etcd client URLs (Connect only).
+	Endpoints []string
+	// DialTimeout bounds dialing and the reachability check of Connect.
+	DialTimeout time.Duration
+	// CallTimeout bounds every single etcd call (default 5s).
+	CallTimeout time.Duration
+	// Prefix is the root of walctl's keys (default /walctl/v1).
+	Prefix string
+	// ClaimTTL is the lease TTL of new claims (default 15s). etcd rounds it
+	// up to whole seconds and to its own minimum (about 2s).
+	ClaimTTL time.Duration
+	// Clock drives the wall-time expiry rule, keep-alive pacing and slice
+	// policies (default the real clock).
+	Clock clock.Clock
+}
+
+// Client is walctl's view of etcd for claims. It is safe for concurrent use.
+type Client struct {
+	cli         *clientv3.Client
+	ownsCli     bool
+	endpoints   []string
+	prefix      string
+	callTimeout time.Duration
+	claimTTL    time.Duration
+	clock       clock.Clock
+
+	mu   sync.Mutex
+	hint *Hint
+}
+
+// New wraps an existing etcd client; Config.Endpoints and DialTimeout are
+// ignored. Close does not close cli.
+func New(cli *clientv3.Client, cfg Config) (*Client, error) {
+	prefix := strings.TrimRight(cfg.Prefix, "/")
+	if cfg.Prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if !strings.HasPrefix(prefix, "/") {
+		return nil, fmt.Errorf("etcd key prefix %q must start with '/': %w", cfg.Prefix, errs.ErrInvalid)
+	}
+	c := &Client{
+		cli:         cli,
+		endpoints:   cli.Endpoints(),
+		prefix:      prefix,
+		callTimeout: orDefault(cfg.CallTimeout, DefaultCallTimeout),
+		claimTTL:    orDefault(cfg.ClaimTTL, DefaultClaimTTL),
+		clock:       cfg.Clock,
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	return c, nil
+}
+
+// Connect dials etcd and checks that it answers within DialTimeout (a
+// serializable read of one key), so a command fails early and clearly. On
+// failure or cancellation nothing is left open; the error wraps
+// errs.ErrUnavailable and names the endpoints, or carries ctx's error.
+func Connect(ctx context.Context, cfg Config) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, fmt.Errorf("no etcd endpoints: %w", errs.ErrInvalid)
+	}
+	dial := orDefault(cfg.DialTimeout, DefaultDialTimeout)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: dial,
+		Context:     context.WithoutCancel(ctx),
+		// Without a logger clientv3 builds a zap production logger that
+		// writes warnings to stderr; the command layer owns stderr.
+		Logger: nopLogger(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %v: %w", cfg.Endpoints, err, errs.ErrUnavailable)
+	}
+	c, err := New(cli, cfg)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	c.ownsCli = true
+	pctx, cancel := context.WithTimeout(ctx, dial)
+	defer cancel()
+	if _, err := cli.Get(pctx, c.prefix+"/", clientv3.WithSerializable(), clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("etcd %v: not reachable within %s: %v: %w", cfg.Endpoints, dial, err, errs.ErrUnavailable)
+	}
+	return c, nil
+}
+
+// Close stops the busy hint and, when the Client was made by Connect, closes
+// the etcd client. Claims are not released: release them first.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	h := c.hint
+	c.hint = nil
+	c.mu.Unlock()
+	if h != nil {
+		h.Close()
+	}
+	if c.ownsCli {
+		return c.cli.Close()
+	}
+	return nil
+}
+
+// Etcd returns the underlying etcd client, for transactions that carry
+// Claim.IsOwner.
+func (c *Client) Etcd() *clientv3.Client { return c.cli }
+
+// Endpoints returns the etcd endpoints, as named in errors.
+func (c *Client) Endpoints() []string { return c.endpoints }
+
+// Prefix returns the key prefix.
+func (c *Client) Prefix() string { return c.prefix }
+
+// ClaimKey returns the etcd key of table's claim.
+func (c *Client) ClaimKey(table string) string { return c.prefix + "/claims/" + table }
+
+// ReservationKey returns the etcd key of table's catch-up reservation.
+func (c *Client) ReservationKey(table string) string { return c.prefix + "/reservations/" + table }
+
+func (c *Client) claimsDir() string       { return c.prefix + "/claims/" }
+func (c *Client) reservationsDir() string { return c.prefix + "/reservations/" }
+func (c *Client) auditDir() string        { return c.prefix + "/audit/" }
+
+// callCtx derives the per-call deadline.
+func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.callTimeout)
+}
+
+// ValidateTable checks a table name: 1 to MaxTableNameLen bytes of
+// [A-Za-z0-9_-], not starting with '-' (the WAL's rule), so it is safe as
+// one etcd key segment. The error wraps errs.ErrInvalid.
+func ValidateTable(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("table name is empty: %w", errs.ErrInvalid)
+	case len(name) > MaxTableNameLen:
+		return fmt.Errorf("table name is %d bytes, at most %d allowed: %w", len(name), MaxTableNameLen, errs.ErrInvalid)
+	case name[0] == '-':
+		return fmt.Errorf("table name %q starts with '-': %w", name, errs.ErrInvalid)
+	}
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-') {
+			return fmt.Errorf("table name %q: byte %q at offset %d is not one of [A-Za-z0-9_-]: %w", name, b, i, errs.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

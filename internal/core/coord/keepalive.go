@@ -1,0 +1,105 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// run is the claim's single goroutine. It renews the lease every TTL/3 with
+// KeepAliveOnce (rather than clientv3's KeepAlive stream) so that it knows
+// when each successful renewal was *sent*: the wall-time rule counts the TTL
+// from there, which is never later than etcd's own renewal. It also watches
+// the claim key, so a revocation or replacement ends the claim at once.
+func (cl *Claim) run(wch clientv3.WatchChan) {
+	defer close(cl.exited)
+	defer cl.cancel() // ends the watch too
+	clk := cl.c.clock
+	interval := cl.ttl / 3
+	retry := min(interval/2, time.Second)
+
+	renew := clk.NewTimer(interval)
+	defer renew.Stop()
+	expiry := clk.NewTimer(cl.untilExpiry())
+	defer expiry.Stop()
+
+	for {
+		select {
+		case <-cl.stop:
+			return
+
+		case <-expiry.C():
+			if left := cl.untilExpiry(); left > 0 {
+				expiry.Reset(left)
+				continue
+			}
+			cl.lose(cl.wallTimeExpired(cl.age()))
+			return
+
+		case <-renew.C():
+			if cl.hooks.pauseKeepAlive.Load() {
+				renew.Reset(interval)
+				continue
+			}
+			left := cl.untilExpiry()
+			if left <= 0 {
+				cl.lose(cl.wallTimeExpired(cl.age()))
+				return
+			}
+			sent := clk.Now()
+			ctx, cancel := context.WithTimeout(cl.ctx, min(cl.c.callTimeout, left))
+			resp, err := cl.c.cli.KeepAliveOnce(ctx, cl.lease)
+			cancel()
+			switch {
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				cl.lose(fmt.Errorf("table %s: etcd no longer knows lease %x: %w", cl.table, cl.lease, ErrLeaseExpired))
+				return
+			case err != nil:
+				// Transient (or Release cancelled it): try again soon; the
+				// expiry timer ends the claim if no renewal succeeds in time.
+				renew.Reset(retry)
+			case resp.TTL <= 0:
+				cl.lose(fmt.Errorf("table %s: etcd reports lease %x expired: %w", cl.table, cl.lease, ErrLeaseExpired))
+				return
+			default:
+				cl.mu.Lock()
+				cl.lastKA = sent
+				cl.mu.Unlock()
+				renew.Reset(interval)
+				expiry.Reset(cl.untilExpiry())
+			}
+
+		case wr, ok := <-wch:
+			if !ok || wr.Canceled {
+				// Client closing or history compacted: keep-alives and the
+				// wall-time rule still guard the claim.
+				wch = nil
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					cl.lose(fmt.Errorf("table %s: claim revision %d was deleted at revision %d: %w",
+						cl.table, cl.rev, ev.Kv.ModRevision, ErrNotOwner))
+					return
+				}
+				if ev.Kv.CreateRevision != cl.rev {
+					cl.lose(fmt.Errorf("table %s: claim replaced by revision %d: %w", cl.table, ev.Kv.CreateRevision, ErrNotOwner))
+					return
+				}
+			}
+		}
+	}
+}
+
+func (cl *Claim) age() time.Duration {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.c.clock.Since(cl.lastKA)
+}
+
+func (cl *Claim) untilExpiry() time.Duration { return cl.ttl - cl.age() }

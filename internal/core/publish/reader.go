@@ -1,0 +1,94 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// Selection picks the version a managed reader opens (rule 13).
+type Selection struct {
+	// Version, when non-zero, is an exact version.
+	Version uint64
+	// Published selects the latest version that walctl published data in
+	// (skipping fences and foreign commits after it).
+	Published bool
+}
+
+// Reader reads one version of a table without a claim or an epoch.
+type Reader struct {
+	ds       *lance.Dataset
+	Manifest *lance.Manifest
+	State    State
+}
+
+// OpenReader opens table under lanceRoot read-only at the selected version.
+func OpenReader(lanceRoot, table string, sel Selection) (*Reader, error) {
+	if err := wal.ValidateName(table); err != nil {
+		return nil, err
+	}
+	ds, err := lance.Open(filepath.Join(lanceRoot, table+".lance"))
+	if err != nil {
+		return nil, err
+	}
+	var m *lance.Manifest
+	switch {
+	case sel.Version != 0:
+		m, err = ds.Manifest(sel.Version)
+	case sel.Published:
+		m, err = latestPublished(ds)
+	default:
+		m, err = ds.Latest()
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := ParseState(m.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{ds: ds, Manifest: m, State: st}, nil
+}
+
+func latestPublished(ds *lance.Dataset) (*lance.Manifest, error) {
+	latest, err := ds.LatestVersion()
+	if err != nil {
+		return nil, err
+	}
+	for v := latest; v >= 1; v-- {
+		m, err := ds.Manifest(v)
+		if errors.Is(err, lance.ErrVersionNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		plan := m.Config[KeyPlan]
+		if plan == "" {
+			continue
+		}
+		prev := ""
+		if v > 1 {
+			if pm, err := ds.Manifest(v - 1); err == nil {
+				prev = pm.Config[KeyPlan]
+			}
+		}
+		if plan != prev {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no version published by walctl: %w", ds.Root(), errs.ErrNotFound)
+}
+
+// Scan calls fn for the record batches of the version, projected to columns
+// (all when empty). The batch is released when fn returns.
+func (r *Reader) Scan(ctx context.Context, columns []string, fn func(arrow.RecordBatch) error) error {
+	return r.ds.Scan(ctx, lance.ScanOptions{Version: r.Manifest.Version, Columns: columns}, fn)
+}

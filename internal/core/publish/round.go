@@ -1,0 +1,216 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/walctl/walctl/internal/core/lance"
+)
+
+// Outcome of a round.
+type Outcome string
+
+// Round outcomes.
+const (
+	// OutcomeIdle: nothing sealed above the watermarks.
+	OutcomeIdle Outcome = "idle"
+	// OutcomePrepared: the plan's files are prepared and recorded, not committed
+	// (Session.Prepare only).
+	OutcomePrepared Outcome = "prepared"
+	// OutcomePublished: this round committed the plan.
+	OutcomePublished Outcome = "published"
+	// OutcomeAlreadyPublished: the plan was found published (by a previous owner, or
+	// by this round's ambiguous commit) and retired.
+	OutcomeAlreadyPublished Outcome = "already-published"
+	// OutcomeSuperseded: the table moved past the plan's start; it was retired and
+	// the next round plans again.
+	OutcomeSuperseded Outcome = "superseded"
+)
+
+// Result describes one round.
+type Result struct {
+	Table      string     `json:"table"`
+	Outcome    Outcome    `json:"outcome"`
+	Epoch      uint64     `json:"epoch"`
+	Plan       string     `json:"plan,omitempty"`
+	Adopted    bool       `json:"adopted"` // the plan was pinned before this round
+	Attempt    string     `json:"attempt,omitempty"`
+	Reused     bool       `json:"reused"` // the prepared files were reused, not written
+	Files      []string   `json:"files,omitempty"`
+	Rows       uint64     `json:"rows"`
+	Bytes      int64      `json:"bytes"` // WAL bytes covered
+	Version    uint64     `json:"version,omitempty"`
+	Watermarks Watermarks `json:"watermarks"`
+	Trimmed    Watermarks `json:"trimmed,omitempty"`
+}
+
+// Round runs one publication round in the order of rule 10: fence (once per
+// ownership) → re-read latest → adopt or pin the plan → prepare or reuse →
+// verify files → commit against the exact parent → confirm durable → trim.
+//
+// On cancellation it stops at the next step; a commit in flight is resolved
+// by the next round (rule 6), never repeated blindly. A round that loses the
+// claim or meets a newer epoch returns an error wrapping errs.ErrFenced and
+// publishes nothing.
+func (s *Session) Round(ctx context.Context) (*Result, error) {
+	s.rounds++
+	res, plan, prep, parent, err := s.prepareRound(ctx)
+	if err != nil || plan == nil || prep == nil {
+		return res, err
+	}
+	return s.publish(ctx, res, plan, prep, parent)
+}
+
+// Prepare runs a round up to the recorded descriptor set and stops before
+// the commit: `walctl prepare`. A later Round (by this or any owner) adopts
+// the pinned plan and reuses the files exactly.
+func (s *Session) Prepare(ctx context.Context) (*Result, error) {
+	s.rounds++
+	res, plan, prep, _, err := s.prepareRound(ctx)
+	if err != nil || plan == nil || prep == nil {
+		return res, err
+	}
+	res.Outcome = OutcomePrepared
+	return res, nil
+}
+
+func (s *Session) prepareRound(ctx context.Context) (*Result, *Plan, *Prepared, *lance.Manifest, error) {
+	res := &Result{Table: s.table, Epoch: s.epoch}
+	if err := s.claim.Err(); err != nil {
+		return res, nil, nil, nil, err
+	}
+	if !s.fenced {
+		if err := s.fence(ctx); err != nil {
+			return res, nil, nil, nil, err
+		}
+	}
+	m, err := s.ds.Latest()
+	if err != nil {
+		return res, nil, nil, nil, err
+	}
+	st, err := ParseState(m.Config)
+	if err != nil {
+		return res, nil, nil, nil, err
+	}
+	res.Watermarks = st.Watermarks
+	if st.Epoch != s.epoch {
+		return res, nil, nil, nil, fmt.Errorf("table %s version %d carries epoch %d, this publisher has %d: %w", s.table, m.Version, st.Epoch, s.epoch, ErrFenced)
+	}
+	plan, adopted, err := s.adoptOrPin(ctx, m, st)
+	if err != nil || plan == nil {
+		res.Outcome = OutcomeIdle
+		return res, nil, nil, nil, err
+	}
+	res.Plan, res.Adopted, res.Bytes = plan.ID, adopted, plan.Bytes()
+	prep, reused, err := s.prepareOrReuse(ctx, plan)
+	if err != nil {
+		return res, nil, nil, nil, err
+	}
+	res.Attempt, res.Reused = prep.Attempt, reused
+	for _, f := range prep.Files {
+		res.Files = append(res.Files, f.Descriptor.Path)
+		res.Rows += f.Descriptor.Rows
+	}
+	return res, plan, prep, m, nil
+}
+
+// adoptOrPin retires pinned plans that no longer start at the latest
+// watermarks (published or superseded), adopts the one that does, or plans
+// from the WAL and pins the result. It returns nil when nothing is pending.
+func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State) (*Plan, bool, error) {
+	plans, err := s.store.Plans()
+	if err != nil {
+		return nil, false, err
+	}
+	key := planKey(s.table, st.Watermarks)
+	var adopt *Plan
+	for _, p := range plans {
+		if p.Table != s.table {
+			return nil, false, fmt.Errorf("plan %s in %s names table %q", p.ID, s.ds.Root(), p.Table)
+		}
+		if p.Key() == key && p.Standing(st.Watermarks) == StandingPublishable {
+			adopt = p
+			continue
+		}
+		if err := s.claim.Err(); err != nil {
+			return nil, false, err
+		}
+		if err := s.store.RetirePlan(p); err != nil {
+			return nil, false, err
+		}
+		s.log.Info("retired stale plan", "plan", p.ID, "standing", p.Standing(st.Watermarks))
+	}
+	if adopt != nil {
+		s.log.Info("adopted pinned plan", "plan", adopt.ID)
+		return adopt, true, nil
+	}
+	plan, err := s.plan(ctx, m, st)
+	if err != nil || plan == nil {
+		return nil, false, err
+	}
+	pinned, mine, err := s.store.Pin(plan)
+	if err != nil {
+		return nil, false, err
+	}
+	return pinned, !mine, nil
+}
+
+func (s *Session) plan(ctx context.Context, m *lance.Manifest, st State) (*Plan, error) {
+	stats, err := s.p.log.Stats(ctx, s.table, st.Watermarks)
+	if err != nil {
+		return nil, err
+	}
+	var pending []Pending
+	for _, sh := range stats.Shards {
+		p := Pending{Shard: sh.Shard, Watermark: st.Watermarks[sh.Shard], TrimmedThrough: sh.TrimmedThrough}
+		if sh.PendingGenerations > 0 {
+			if p.Generations, err = s.p.log.Generations(ctx, s.table, sh.Shard); err != nil {
+				return nil, err
+			}
+		}
+		pending = append(pending, p)
+	}
+	plan, err := BuildPlan(s.table, st.Watermarks, pending, s.p.cfg.Limits)
+	if err != nil || plan == nil {
+		return nil, err
+	}
+	now := s.now()
+	plan.ID = planID(plan.Key(), now)
+	plan.PlannedOnVersion = m.Version
+	plan.CreatedBy = s.p.cfg.Owner.ID
+	plan.CreatedAt = now.UTC()
+	return plan, nil
+}
+
+// prepareOrReuse reuses the newest recorded descriptor set of the plan whose
+// files all verify, retiring those that do not, or prepares a new attempt.
+func (s *Session) prepareOrReuse(ctx context.Context, plan *Plan) (*Prepared, bool, error) {
+	attempts, err := s.store.Attempts(plan.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, a := range attempts {
+		if err := s.verify(a); err != nil {
+			s.log.Warn("prepared files failed verification; retiring the attempt", "attempt", a.Attempt, "err", err)
+			if err := s.store.RetireAttempt(a); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		return a, true, nil
+	}
+	prep, err := s.prepare(ctx, plan)
+	return prep, false, err
+}
+
+// verify checks existence, size and checksum of every file (rule 7).
+func (s *Session) verify(p *Prepared) error {
+	var errs []error
+	for _, f := range p.Files {
+		if err := s.ds.VerifyFile(f.Descriptor); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,276 @@
+package publish
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/walctl/walctl/internal/core/budget"
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/failpoint"
+	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// ErrFenced is returned when a newer publisher epoch exists: at the WAL (the
+// early abort), in the claim, or in the table's latest version.
+var ErrFenced = fmt.Errorf("a newer publisher holds the table: %w", errs.ErrFenced)
+
+// Defaults of Config.
+const (
+	DefaultMaxPlanBytes       = 256 << 20
+	DefaultMaxPlanGenerations = 64
+	DefaultFileBytes          = 64 << 20
+	DefaultCommitAttempts     = 8
+)
+
+// Config configures a Publisher.
+type Config struct {
+	// LanceRoot is the directory of tables; table T is <LanceRoot>/T.lance.
+	LanceRoot string
+	// Limits bound one plan; zero fields take the defaults.
+	Limits Limits
+	// FileVersion of the data files of tables walctl creates (the zero value
+	// is lance.DefaultFileVersion); an existing table keeps its own.
+	FileVersion lance.FileVersion
+	// Budget is the memory budget shared by every table of the process; nil
+	// is unlimited.
+	Budget *budget.Budget
+	// CommitAttempts bounds the commit retries of one round.
+	CommitAttempts int
+	// Owner identifies this publisher in claims and records.
+	Owner coord.Owner
+	// ClaimOptions are passed to every claim acquisition (TTL, slice).
+	ClaimOptions []coord.AcquireOption
+	// Clock and Logger; defaults are the real clock and a discarding logger.
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Publisher publishes tables from one WAL into Lance, coordinated by etcd.
+type Publisher struct {
+	log   wal.Log
+	coord *coord.Client
+	cfg   Config
+}
+
+// New returns a publisher.
+func New(log wal.Log, co *coord.Client, cfg Config) *Publisher {
+	if cfg.Limits.MaxBytes <= 0 {
+		cfg.Limits.MaxBytes = DefaultMaxPlanBytes
+	}
+	if cfg.Limits.MaxGenerations <= 0 {
+		cfg.Limits.MaxGenerations = DefaultMaxPlanGenerations
+	}
+	if cfg.Limits.FileBytes <= 0 {
+		cfg.Limits.FileBytes = DefaultFileBytes
+	}
+	if cfg.CommitAttempts <= 0 {
+		cfg.CommitAttempts = DefaultCommitAttempts
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Publisher{log: log, coord: co, cfg: cfg}
+}
+
+// TablePath is where table lives.
+func (p *Publisher) TablePath(table string) string {
+	return filepath.Join(p.cfg.LanceRoot, table+".lance")
+}
+
+// Session is one ownership of one table: a claim and the publisher epoch
+// fenced under it. It is used by one goroutine at a time.
+type Session struct {
+	p      *Publisher
+	table  string
+	claim  *coord.Claim
+	epoch  uint64
+	fenced bool
+	ds     *lance.Dataset
+	store  *Store
+	rounds int
+	log    *slog.Logger
+}
+
+// Acquire claims table and advances its publisher epoch (rule 3: read the WAL
+// epoch e, validate the claim, CAS e → e+1 in the WAL, record e+1 in the
+// claim guarded by its CreateRevision). It does not fence the table yet: the
+// first round does. If another holder has the claim it fails with
+// coord.ErrClaimed (or ErrReserved). On any failure after the claim was
+// taken, the claim is released.
+func (p *Publisher) Acquire(ctx context.Context, table string) (*Session, error) {
+	if err := wal.ValidateName(table); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := p.log.Table(cctx, table); err != nil {
+		return nil, err
+	}
+	claim, err := p.coord.Acquire(ctx, table, p.cfg.Owner, p.cfg.ClaimOptions...)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{p: p, table: table, claim: claim, log: p.cfg.Logger.With("table", table)}
+	if err := s.advanceEpoch(ctx); err != nil {
+		_ = claim.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) advanceEpoch(ctx context.Context) error {
+	for try := 0; ; try++ {
+		e, err := s.p.log.Epoch(ctx, s.table)
+		if err != nil {
+			return err
+		}
+		if err := s.claim.Valid(ctx); err != nil {
+			return err
+		}
+		next, err := s.p.log.AdvanceEpoch(ctx, s.table, e)
+		if errors.Is(err, wal.ErrEpochConflict) && try < 3 {
+			continue // an expiring holder moved it meanwhile: read again
+		}
+		if err != nil {
+			return fmt.Errorf("advance publisher epoch of %s from %d: %w", s.table, e, err)
+		}
+		if err := failpoint.Inject(ctx, failpoint.AfterEpochAdvance, 0); err != nil {
+			return err
+		}
+		if err := s.claim.SetEpoch(ctx, next); err != nil {
+			return err
+		}
+		s.epoch = next
+		s.log.Info("publisher epoch advanced", "epoch", next)
+		return nil
+	}
+}
+
+// Table is the session's table.
+func (s *Session) Table() string { return s.table }
+
+// Epoch is the session's publisher epoch.
+func (s *Session) Epoch() uint64 { return s.epoch }
+
+// Claim is the session's claim.
+func (s *Session) Claim() *coord.Claim { return s.claim }
+
+// Rounds is the number of rounds run.
+func (s *Session) Rounds() int { return s.rounds }
+
+// SliceOver reports whether the claim's bounded slice has ended.
+func (s *Session) SliceOver() bool { return s.claim.SliceOver(s.rounds) }
+
+// Release releases the claim (revoking its lease). The epoch stays: the next
+// owner advances it.
+func (s *Session) Release(ctx context.Context) error { return s.claim.Release(ctx) }
+
+// dataset opens (or creates) the table's Lance dataset and wires the
+// failpoints into its commit path.
+func (s *Session) dataset(ctx context.Context) (*lance.Dataset, error) {
+	if s.ds != nil {
+		return s.ds, nil
+	}
+	path := s.p.TablePath(s.table)
+	ds, err := lance.Open(path)
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		info, terr := s.p.log.Table(ctx, s.table)
+		if terr != nil {
+			return nil, terr
+		}
+		ds, err = lance.Create(path, info.Schema, lance.CreateOptions{FileVersion: s.p.cfg.FileVersion, TxnID: newID()})
+		if errors.Is(err, lance.ErrDatasetExists) {
+			ds, err = lance.Open(path)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ds.Hooks = lance.Hooks{
+		BeforeLink: func(ctx context.Context, _ uint64) error {
+			return failpoint.Inject(ctx, failpoint.BeforeManifestLink, 0)
+		},
+		AfterLinkBeforeDirSync: func(ctx context.Context, _ uint64) error {
+			return failpoint.Inject(ctx, failpoint.AfterLinkBeforeDirSync, 0)
+		},
+	}
+	s.ds, s.store = ds, NewStore(path)
+	return ds, nil
+}
+
+// fence makes the table's latest version carry this session's epoch with a
+// config-only commit (rule 4: against the exact parent N, epoch(N) < mine).
+// A version already at this epoch needs no new fence; a newer epoch means
+// this session is fenced out.
+func (s *Session) fence(ctx context.Context) error {
+	ds, err := s.dataset(ctx)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; attempt < s.p.cfg.CommitAttempts; attempt++ {
+		if err := s.claim.Err(); err != nil {
+			return err
+		}
+		m, err := ds.Latest()
+		if err != nil {
+			return err
+		}
+		st, err := ParseState(m.Config)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.Epoch == s.epoch:
+			s.fenced = true
+			return nil
+		case st.Epoch > s.epoch:
+			return fmt.Errorf("table %s version %d is fenced at epoch %d, this publisher has %d: %w", s.table, m.Version, st.Epoch, s.epoch, ErrFenced)
+		}
+		_, err = ds.Commit(ctx, lance.CommitRequest{
+			ParentVersion: m.Version,
+			Kind:          lance.ConfigOnly,
+			ConfigSet:     fenceDelta(s.epoch),
+			TxnID:         newID(),
+			Now:           s.p.cfg.Clock.Now,
+			Check: func(parent *lance.Manifest) error {
+				ps, err := ParseState(parent.Config)
+				if err != nil {
+					return err
+				}
+				if ps.Epoch >= s.epoch {
+					return fmt.Errorf("fence at epoch %d refused: version %d has epoch %d: %w", s.epoch, parent.Version, ps.Epoch, ErrFenced)
+				}
+				return nil
+			},
+		})
+		if errors.Is(err, lance.ErrCommitConflict) || errors.Is(err, lance.ErrCommitUnknown) {
+			continue // re-read: either someone committed, or our fence did
+		}
+		if err != nil {
+			return err
+		}
+		s.log.Info("table fenced", "epoch", s.epoch, "parent", m.Version)
+	}
+	return fmt.Errorf("fence %s: still contended after %d attempts: %w", s.table, s.p.cfg.CommitAttempts, errs.ErrConflict)
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Session) now() time.Time { return s.p.cfg.Clock.Now() }
