@@ -14,12 +14,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walctl/walctl/internal/commands/claim"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/completion"
 	configcmd "github.com/walctl/walctl/internal/commands/config"
 	"github.com/walctl/walctl/internal/commands/doctor"
 	"github.com/walctl/walctl/internal/commands/epoch"
 	"github.com/walctl/walctl/internal/commands/man"
+	"github.com/walctl/walctl/internal/commands/publishcmd"
 	"github.com/walctl/walctl/internal/commands/table"
 	"github.com/walctl/walctl/internal/commands/version"
 	"github.com/walctl/walctl/internal/commands/walcmd"
@@ -104,6 +106,9 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 		table.NewCmdTable(f),
 		walcmd.NewCmdWAL(f),
 		epoch.NewCmdEpoch(f),
+		claim.NewCmdClaim(f),
+		publishcmd.NewCmdPrepare(f, nil),
+		publishcmd.NewCmdPublish(f, nil),
 		completion.NewCmdCompletion(),
 		man.NewCmdMan(),
 	)

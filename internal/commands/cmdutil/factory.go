@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/dirlock"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/etcdembed"
@@ -33,6 +34,7 @@ type Factory struct {
 	etcd     *clientv3.Client
 	embedded *etcdembed.Server
 	wal      wal.Log
+	coord    *coord.Client
 	closers  []func()
 }
 
@@ -133,5 +135,5 @@ func (f *Factory) Close() {
 	for i := len(f.closers) - 1; i >= 0; i-- {
 		f.closers[i]()
 	}
-	f.closers, f.etcd, f.embedded, f.wal = nil, nil, nil, nil
+	f.closers, f.etcd, f.embedded, f.wal, f.coord = nil, nil, nil, nil, nil
 }

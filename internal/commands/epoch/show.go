@@ -3,12 +3,16 @@ package epoch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/publish"
 )
 
 // NewCmdEpoch returns the `epoch` command group.
@@ -27,10 +31,17 @@ type ShowOptions struct {
 	Table string
 }
 
-// Row is one table in the output of `epoch show`.
+// Row is one table in the output of `epoch show`. ClaimEpoch and
+// FenceEpoch are null when there is no claim or no Lance table yet.
 type Row struct {
-	Table    string `json:"table"`
-	WALEpoch uint64 `json:"wal_epoch"`
+	Table      string  `json:"table"`
+	WALEpoch   uint64  `json:"wal_epoch"`
+	ClaimEpoch *uint64 `json:"claim_epoch"`
+	ClaimOwner string  `json:"claim_owner,omitempty"`
+	FenceEpoch *uint64 `json:"fence_epoch"`
+	Version    uint64  `json:"version,omitempty"`
+	Verdict    string  `json:"verdict"`
+	OK         bool    `json:"ok"`
 }
 
 // NewCmdShow returns `epoch show`.
@@ -38,10 +49,13 @@ func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *ShowOptions) err
 	opts := &ShowOptions{F: f}
 	cmd := &cobra.Command{
 		Use:   "show [TABLE]",
-		Short: "Show each table's publisher epoch as held durably in the WAL",
-		Long: `Show the publisher epoch of one table (or every table) as the WAL holds it.
-Becoming a table's publisher advances this epoch by compare-and-swap; every
-Lance commit is checked against it.`,
+		Short: "Compare the WAL publisher epoch, the claim's epoch and the table's fence, per table",
+		Long: `For one table (or every table) show the three places an epoch lives and a
+verdict: the publisher epoch held durably in the WAL (advanced by CAS when a
+publisher takes over), the epoch recorded in the current claim in etcd, and the
+epoch of the last fence in the table's latest Lance version. Every commit is
+checked against the table's own fence, so a holder behind the WAL epoch can no
+longer publish.`,
 		Example: "  walctl epoch show\n  walctl epoch show orders --output json",
 		Args:    cmdutil.MaxArgs(1, "epoch show takes at most one table"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -88,13 +102,75 @@ func showRun(ctx context.Context, opts *ShowOptions) error {
 		if err != nil {
 			return err
 		}
-		rows = append(rows, Row{Table: n, WALEpoch: e})
+		row := Row{Table: n, WALEpoch: e}
+		if err := fill(ctx, f, &row); err != nil {
+			return err
+		}
+		rows = append(rows, row)
 	}
 	return f.Print(rows, func() *render.Table {
-		t := render.NewTable("table", "wal epoch")
+		t := render.NewTable("table", "wal epoch", "claim epoch", "fence epoch", "version", "ok", "verdict")
+		t.Status = 5
 		for _, r := range rows {
-			t.Add(r.Table, fmt.Sprint(r.WALEpoch))
+			ok := "ok"
+			if !r.OK {
+				ok = "fail"
+			}
+			t.Add(r.Table, fmt.Sprint(r.WALEpoch), opt(r.ClaimEpoch), opt(r.FenceEpoch), fmt.Sprint(r.Version), ok, r.Verdict)
 		}
 		return t
 	})
+}
+
+func fill(ctx context.Context, f *cmdutil.Factory, r *Row) error {
+	co, err := f.Coord(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := co.Get(ctx, r.Table)
+	switch {
+	case err == nil:
+		r.ClaimEpoch, r.ClaimOwner = &c.Epoch, c.Owner.ID
+	case !errors.Is(err, coord.ErrNoClaim):
+		return err
+	}
+	rd, err := publish.OpenReader(f.Global().LanceRoot, r.Table, publish.Selection{})
+	switch {
+	case err == nil:
+		r.FenceEpoch, r.Version = &rd.State.Epoch, rd.Manifest.Version
+	case !errors.Is(err, lance.ErrDatasetNotFound):
+		return err
+	}
+	r.Verdict, r.OK = verdict(r.WALEpoch, r.ClaimEpoch, r.FenceEpoch)
+	return nil
+}
+
+// verdict explains how the three epochs relate.
+func verdict(w uint64, claim, fence *uint64) (string, bool) {
+	f := uint64(0)
+	if fence != nil {
+		f = *fence
+	}
+	switch {
+	case f > w:
+		return fmt.Sprintf("the table is fenced at %d, above the WAL epoch %d: the WAL's epoch went back (restored?); publishing is refused until it is repaired", f, w), false
+	case claim == nil && f == w:
+		return fmt.Sprintf("unclaimed and consistent; the next claimant advances to %d and fences", w+1), true
+	case claim == nil:
+		return fmt.Sprintf("unclaimed; epoch %d was taken but not fenced (its holder stopped first); the next claimant fences", w), true
+	case *claim == w && f == w:
+		return "held and fenced: the claim holder is the table's publisher", true
+	case *claim == w:
+		return fmt.Sprintf("held; the holder advanced the epoch to %d and has not fenced yet", w), true
+	case *claim < w:
+		return fmt.Sprintf("the claim records %d but the WAL is at %d: a newer publisher exists and this holder can no longer commit", *claim, w), true
+	}
+	return fmt.Sprintf("the claim records %d, above the WAL epoch %d: inconsistent", *claim, w), false
+}
+
+func opt(v *uint64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
 }

@@ -13,6 +13,6 @@ func NewCmdTable(f *cmdutil.Factory) *cobra.Command {
 		Use:   "table <command>",
 		Short: "Register and describe tables",
 	}
-	cmd.AddCommand(NewCmdCreate(f, nil), NewCmdDescribe(f, nil))
+	cmd.AddCommand(NewCmdCreate(f, nil), NewCmdDescribe(f, nil), NewCmdRead(f, nil))
 	return cmd
 }

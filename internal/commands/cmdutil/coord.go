@@ -1,0 +1,84 @@
+package cmdutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/walctl/walctl/internal/core/budget"
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/publish"
+)
+
+// Publication settings shared by worker run, prepare, publish and catch-up.
+const (
+	KeyClaimTTL           = "claim-ttl"
+	KeyPlanMaxBytes       = "publication.max_bytes"
+	KeyPlanMaxGenerations = "publication.max_generations"
+	KeyFileBytes          = "publication.file_bytes"
+	KeyMemoryBudget       = "worker.memory_budget"
+)
+
+func init() {
+	Register(
+		Setting{Key: KeyClaimTTL, Default: coord.DefaultClaimTTL, Usage: "lease TTL of a table claim; a holder whose keep-alive is older stops acting"},
+		Setting{Key: KeyPlanMaxBytes, Default: int64(publish.DefaultMaxPlanBytes), Usage: "WAL bytes one publication may cover"},
+		Setting{Key: KeyPlanMaxGenerations, Default: publish.DefaultMaxPlanGenerations, Usage: "sealed generations one publication may cover"},
+		Setting{Key: KeyFileBytes, Default: int64(publish.DefaultFileBytes), Usage: "target size of one Lance data file"},
+		Setting{Key: KeyMemoryBudget, Default: int64(1 << 30), Usage: "memory budget in bytes shared by all tables of a process (fetched entries and encoder workspace)"},
+	)
+}
+
+// Coord returns the etcd coordination client (connected once).
+func (f *Factory) Coord(ctx context.Context) (*coord.Client, error) {
+	cli, err := f.Etcd(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.coord != nil {
+		return f.coord, nil
+	}
+	c, err := coord.New(cli, coord.Config{
+		Endpoints:   cli.Endpoints(),
+		CallTimeout: f.Config.Global.CommandTimeout,
+		Prefix:      f.Config.Global.EtcdPrefix,
+		ClaimTTL:    f.Config.Duration(KeyClaimTTL),
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.coord = c
+	f.closers = append(f.closers, func() { c.Close() })
+	return c, nil
+}
+
+// Owner identifies this process in claims: kind, host and pid.
+func (f *Factory) Owner(kind string) coord.Owner {
+	host, _ := os.Hostname()
+	return coord.Owner{ID: fmt.Sprintf("%s/%s/%d/%d", kind, host, os.Getpid(), f.Now().UnixNano()), Kind: kind, Host: host, PID: os.Getpid()}
+}
+
+// Publisher builds a publisher over the configured WAL, etcd and Lance root.
+func (f *Factory) Publisher(ctx context.Context, owner coord.Owner) (*publish.Publisher, error) {
+	log, err := f.WAL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	co, err := f.Coord(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return publish.New(log, co, publish.Config{
+		LanceRoot: f.Config.Global.LanceRoot,
+		Limits: publish.Limits{
+			MaxBytes:       f.Config.Int64(KeyPlanMaxBytes),
+			MaxGenerations: f.Config.Int(KeyPlanMaxGenerations),
+			FileBytes:      f.Config.Int64(KeyFileBytes),
+		},
+		Budget: budget.New(f.Config.Int64(KeyMemoryBudget)),
+		Owner:  owner,
+		Logger: f.Logger,
+	}), nil
+}

@@ -1,0 +1,64 @@
+// Package wal is walctl's write-ahead log (DESIGN.md §2–3): tables × shards ×
+// generations of Arrow record batches, with a durable publisher epoch per
+// table. The Log interface is what the rest of walctl uses; *Engine is the
+// in-process implementation on a local directory, and package walflight
+// serves a Log over Arrow Flight and provides a client that satisfies it.
+//
+// # On-disk layout
+//
+//	<dir>/LOCK                                 dirlock: holder pid (rule 11)
+//	<dir>/tables/<name>/table.json             name, shard count, created, Arrow IPC schema
+//	<dir>/tables/<name>/epoch                  publisher epoch, decimal
+//	<dir>/tables/<name>/shard-NNNN/trimmed     trimmed-through position, decimal
+//	<dir>/tables/<name>/shard-NNNN/gen-<first>.arrows  entries as an Arrow IPC stream
+//	<dir>/tables/<name>/shard-NNNN/gen-<first>.idx     index: header, one record per entry, seal record
+//
+// <first> is the 20-digit position of the generation's first entry. Counter
+// files are replaced atomically (temp file, fsync, rename, fsync directory);
+// a table directory is built under a temporary name and renamed into place.
+//
+// # Generations
+//
+// A generation's .arrows file is, from the start, an Arrow IPC stream: the
+// table's schema message followed by one record batch message per entry.
+// Sealing appends the end-of-stream marker, so a sealed generation is a
+// standard stream file that arrow-go's plain ipc.NewReader (or any Arrow
+// tool) reads. Entries are written in place rather than framed and converted
+// at seal time so that every byte is written to disk once; that is what lets
+// durable appends run close to the disk's bandwidth.
+//
+// The CRC32C (Castagnoli) of each entry's bytes lives beside the stream in
+// the .idx sidecar, as fixed 32-byte records (each protected by its own
+// CRC32C): a header (first position, schema checksum), one record per entry
+// (offset, length, CRC) and, once sealed, a seal record (final size, seal
+// time). A generation is sealed exactly when its index ends with a valid
+// seal record; the end-of-stream marker is fsynced before that record is
+// written.
+//
+// # Durability and group commit
+//
+// An append writes its message and index record under the shard lock, then
+// waits until a sync covers its position. The first waiter that finds no
+// sync running fdatasyncs both files for everything written so far, with the
+// lock released so later appends keep writing: concurrent appends share one
+// sync. A position is returned only after that sync. Positions are 1-based
+// and dense: the next position is derived from the files at every open.
+//
+// # Recovery
+//
+// Open checks every generation. In the open (last, unsealed) generation,
+// every entry's checksum is verified and the first invalid or incomplete
+// entry starts a torn tail, which is truncated away together with everything
+// after it: such entries were never acknowledged, because an acknowledgement
+// follows a sync covering the entry. Anywhere else — a sealed generation, a
+// generation followed by another — any mismatch is an ErrCorruptEntry error
+// naming the file and position, and nothing is repaired or skipped. Reads
+// verify each entry's checksum again.
+//
+// # Epoch and trim
+//
+// AdvanceEpoch is a compare-and-swap under a per-table lock, made durable
+// before it returns. Trim checks the epoch under the same lock, records the
+// new trimmed-through position durably, then deletes the generations wholly
+// at or below it; an Open after a crash deletes any such leftovers.
+package wal

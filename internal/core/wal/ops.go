@@ -1,0 +1,266 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Append implements Log. The record is validated and encoded before the
+// shard is touched; cancellation is honoured until the entry is written,
+// after which Append waits for its sync (a bounded wait) so that a returned
+// position is always durable and a nil error is never ambiguous.
+func (e *Engine) Append(ctx context.Context, name string, shard int, rec arrow.RecordBatch) (uint64, error) {
+	if err := e.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer e.life.RUnlock()
+	t, s, err := e.shard(name, shard)
+	if err != nil {
+		return 0, err
+	}
+	enc, err := encodeEntry(name, t.schema, t.schemaBytes, rec)
+	if err != nil {
+		return 0, err
+	}
+	defer enc.release()
+	if int64(len(enc.raw)) > e.opts.MaxEntryBytes {
+		return 0, fmt.Errorf("table %q: entry of %d bytes exceeds the limit of %d: %w", name, len(enc.raw), e.opts.MaxEntryBytes, ErrBadRange)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, ctxErr(err)
+	}
+	return s.append(enc.raw)
+}
+
+// Seal implements Log. It is not cancellable once started.
+func (e *Engine) Seal(ctx context.Context, name string, shard int) (Generation, error) {
+	if err := e.enter(ctx); err != nil {
+		return Generation{}, err
+	}
+	defer e.life.RUnlock()
+	_, s, err := e.shard(name, shard)
+	if err != nil {
+		return Generation{}, err
+	}
+	return s.seal()
+}
+
+// Generations implements Log.
+func (e *Engine) Generations(ctx context.Context, name string, shard int) ([]Generation, error) {
+	if err := e.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer e.life.RUnlock()
+	_, s, err := e.shard(name, shard)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Generation
+	for _, g := range s.gens {
+		if d := s.describe(g); d.Entries > 0 {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// Trim implements Log. The epoch check and the trim happen under the
+// table's epoch lock, so no AdvanceEpoch interleaves. Not cancellable once
+// started.
+func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoch uint64) (uint64, error) {
+	if err := e.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer e.life.RUnlock()
+	t, s, err := e.shard(name, shard)
+	if err != nil {
+		return 0, err
+	}
+	t.epochMu.Lock()
+	defer t.epochMu.Unlock()
+	if epoch != t.epoch {
+		return 0, fmt.Errorf("table %q: trim with epoch %d refused, current epoch is %d: %w", name, epoch, t.epoch, ErrStaleEpoch)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if through > s.synced {
+		return 0, fmt.Errorf("table %q shard %d: trim through %d beyond last position %d: %w", name, shard, through, s.synced, ErrBadRange)
+	}
+	n := 0
+	for n < len(s.gens) && s.gens[n].sealed && s.gens[n].last() <= through {
+		n++
+	}
+	if n == 0 {
+		return s.trimmed, nil
+	}
+	newTrim := s.gens[n-1].last()
+	if err := writeUint(s.dir, trimmedFileName, newTrim); err != nil {
+		return s.trimmed, fmt.Errorf("table %q shard %d: record trim through %d: %v: %w", name, shard, newTrim, err, ErrIO)
+	}
+	s.trimmed = newTrim
+	dropped := s.gens[:n]
+	s.gens = append([]*gen(nil), s.gens[n:]...)
+	for _, g := range dropped {
+		// Leftovers are removed by the next Open: the trim is recorded.
+		if err := removeGenFiles(g.dataPath[:len(g.dataPath)-len(".arrows")]); err != nil {
+			e.opts.Logger.Warn("wal: removing trimmed generation", "file", g.dataPath, "err", err)
+		}
+	}
+	if err := syncDir(s.dir); err != nil {
+		e.opts.Logger.Warn("wal: syncing shard directory after trim", "dir", s.dir, "err", err)
+	}
+	return newTrim, nil
+}
+
+// Stats implements Log.
+func (e *Engine) Stats(ctx context.Context, name string, watermarks map[int]uint64) (TableStats, error) {
+	if err := e.enter(ctx); err != nil {
+		return TableStats{}, err
+	}
+	defer e.life.RUnlock()
+	t, err := e.table(name)
+	if err != nil {
+		return TableStats{}, err
+	}
+	for sh := range watermarks {
+		if err := checkShard(name, sh, len(t.shards)); err != nil {
+			return TableStats{}, err
+		}
+	}
+	now := e.opts.Clock.Now()
+	st := TableStats{Table: name, Epoch: t.info().Epoch}
+	for i, s := range t.shards {
+		st.Shards = append(st.Shards, s.stats(watermarks[i], now))
+	}
+	return st, nil
+}
+
+func (s *shard) stats(wm uint64, now time.Time) ShardStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := ShardStats{Shard: s.id, LastPosition: s.synced, TrimmedThrough: s.trimmed, Watermark: wm,
+		WatermarkBehindTrim: wm < s.trimmed}
+	for _, g := range s.gens {
+		d := s.describe(g)
+		if d.Entries == 0 {
+			continue
+		}
+		ss.Entries += int64(d.Entries)
+		ss.Bytes += d.Bytes
+		if !g.sealed {
+			ss.OpenGenerations++
+			continue
+		}
+		ss.SealedGenerations++
+		if d.Last > wm {
+			if ss.PendingGenerations == 0 {
+				ss.OldestPendingAge = max(now.Sub(g.sealedAt), 0)
+			}
+			ss.PendingGenerations++
+			ss.PendingBytes += d.Bytes
+		}
+	}
+	return ss
+}
+
+// readSpan is one generation's part of a read, snapshotted under the lock.
+type readSpan struct {
+	path  string
+	first uint64
+	ents  []entryMeta
+}
+
+// Read implements Log. Cancellation is checked before each entry. Entries
+// are read from disk one at a time and their checksums verified.
+func (e *Engine) Read(ctx context.Context, name string, shard int, from, to uint64, fn func(Entry) error) error {
+	if err := e.enter(ctx); err != nil {
+		return err
+	}
+	defer e.life.RUnlock()
+	t, s, err := e.shard(name, shard)
+	if err != nil {
+		return err
+	}
+	spans, from, to, err := s.plan(from, to)
+	if err != nil || from > to {
+		return err
+	}
+	var buf []byte
+	for _, sp := range spans {
+		if err := func() error {
+			f, err := os.Open(sp.path)
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("table %q shard %d: positions from %d were trimmed during the read: %w", name, shard, sp.first, ErrTrimmed)
+			}
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			for i, m := range sp.ents {
+				pos := sp.first + uint64(i)
+				if pos < from || pos > to {
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					return ctxErr(err)
+				}
+				if int64(cap(buf)) < m.n {
+					buf = make([]byte, m.n)
+				}
+				raw := buf[:m.n]
+				if err := readFull(f, raw, m.off); err != nil || crc32c(raw) != m.crc {
+					return fmt.Errorf("%s (position %d): entry at offset %d length %d fails its checksum (%v): %w", sp.path, pos, m.off, m.n, err, ErrCorruptEntry)
+				}
+				rec, err := decodeEntry(t.schemaBytes, raw)
+				if err != nil {
+					return fmt.Errorf("%s (position %d): entry does not decode: %v: %w", sp.path, pos, err, ErrCorruptEntry)
+				}
+				err = fn(Entry{Position: pos, Record: rec, Raw: raw})
+				rec.Release()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// plan checks a read range and snapshots the generations it covers.
+func (s *shard) plan(from, to uint64) ([]readSpan, uint64, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if to == 0 {
+		to = s.synced
+		if from == s.synced+1 {
+			return nil, from, to, nil // nothing new: an empty read
+		}
+	}
+	switch {
+	case from == 0 || from > to:
+		return nil, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, ErrBadRange)
+	case from <= s.trimmed:
+		return nil, 0, 0, fmt.Errorf("table %q shard %d: read from %d, but positions through %d are trimmed: %w", s.t.name, s.id, from, s.trimmed, ErrTrimmed)
+	case to > s.synced:
+		return nil, 0, 0, fmt.Errorf("table %q shard %d: read through %d, but the last position is %d: %w", s.t.name, s.id, to, s.synced, ErrBeyondEnd)
+	}
+	var spans []readSpan
+	for _, g := range s.gens {
+		n := len(g.ents)
+		if n == 0 || g.first > to || g.first+uint64(n)-1 < from {
+			continue
+		}
+		spans = append(spans, readSpan{path: g.dataPath, first: g.first, ents: g.ents[:n:n]})
+	}
+	return spans, from, to, nil
+}

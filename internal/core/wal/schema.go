@@ -1,0 +1,194 @@
+package wal
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+)
+
+// eos is the Arrow IPC end-of-stream marker written when a generation is
+// sealed.
+var eos = []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
+
+// EncodeSchema returns the Arrow IPC stream encoding of schema's schema
+// message (no record batches, no end-of-stream marker). It is the prefix of
+// every generation file of a table with that schema.
+func EncodeSchema(schema *arrow.Schema) ([]byte, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode schema: %w", err)
+	}
+	b := buf.Bytes()
+	if !bytes.HasSuffix(b, eos) {
+		return nil, fmt.Errorf("encode schema: stream does not end with an end-of-stream marker")
+	}
+	return b[:len(b)-len(eos)], nil
+}
+
+// DecodeSchema parses bytes produced by EncodeSchema (or any Arrow IPC
+// stream) and returns its schema. Malformed input wraps errs.ErrInvalid.
+func DecodeSchema(b []byte) (*arrow.Schema, error) {
+	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(b), bytes.NewReader(eos)))
+	if err != nil {
+		return nil, fmt.Errorf("decode Arrow IPC schema: %v: %w", err, ErrSchemaMismatch)
+	}
+	defer r.Release()
+	return r.Schema(), nil
+}
+
+// schemaDiff names the first difference between a table's schema and
+// another, or returns "" when they agree on field names, types and
+// nullability (metadata is ignored).
+func schemaDiff(want, got *arrow.Schema) string {
+	wf, gf := want.Fields(), got.Fields()
+	for i := 0; i < len(wf) && i < len(gf); i++ {
+		w, g := wf[i], gf[i]
+		switch {
+		case w.Name != g.Name:
+			return fmt.Sprintf("field %d is %q, want %q", i, g.Name, w.Name)
+		case !arrow.TypeEqual(w.Type, g.Type):
+			return fmt.Sprintf("field %q has type %s, want %s", w.Name, g.Type, w.Type)
+		case w.Nullable != g.Nullable:
+			return fmt.Sprintf("field %q has nullable=%t, want %t", w.Name, g.Nullable, w.Nullable)
+		}
+	}
+	if len(gf) > len(wf) {
+		return fmt.Sprintf("unexpected field %q (table has %d fields)", gf[len(wf)].Name, len(wf))
+	}
+	if len(gf) < len(wf) {
+		return fmt.Sprintf("missing field %q", wf[len(gf)].Name)
+	}
+	return ""
+}
+
+// checkSchemaSupported refuses schemas the WAL cannot store entry by entry.
+func checkSchemaSupported(s *arrow.Schema) error {
+	if s == nil || len(s.Fields()) == 0 {
+		return fmt.Errorf("schema has no fields: %w", ErrSchemaMismatch)
+	}
+	seen := map[string]bool{}
+	for _, f := range s.Fields() {
+		if f.Name == "" {
+			return fmt.Errorf("schema has a field without a name: %w", ErrSchemaMismatch)
+		}
+		if seen[f.Name] {
+			return fmt.Errorf("schema has field %q twice: %w", f.Name, ErrSchemaMismatch)
+		}
+		seen[f.Name] = true
+		if hasDictionary(f.Type) {
+			return fmt.Errorf("field %q is dictionary-encoded, which the WAL does not store: %w", f.Name, ErrSchemaMismatch)
+		}
+	}
+	return nil
+}
+
+func hasDictionary(t arrow.DataType) bool {
+	switch t := t.(type) {
+	case *arrow.DictionaryType:
+		return true
+	case arrow.NestedType:
+		for _, f := range t.Fields() {
+			if hasDictionary(f.Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// encodeBufs recycles encoding buffers: without it every append allocates
+// and zeroes a buffer the size of its entry.
+var encodeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuf keeps unusually large buffers out of the pool.
+const maxPooledBuf = 64 << 20
+
+// encodedEntry is an entry's stored bytes in a pooled buffer.
+type encodedEntry struct {
+	raw []byte
+	buf *bytes.Buffer
+}
+
+// release returns the buffer to the pool; raw must not be used afterwards.
+func (e encodedEntry) release() {
+	if e.buf != nil && e.buf.Cap() <= maxPooledBuf {
+		encodeBufs.Put(e.buf)
+	}
+}
+
+// encodeEntry validates rec against the table schema and returns its Arrow
+// IPC record batch message, the bytes stored for the entry.
+func encodeEntry(table string, schema *arrow.Schema, schemaBytes []byte, rec arrow.RecordBatch) (encodedEntry, error) {
+	if rec == nil {
+		return encodedEntry{}, fmt.Errorf("table %q: nil record batch: %w", table, ErrSchemaMismatch)
+	}
+	if d := schemaDiff(schema, rec.Schema()); d != "" {
+		return encodedEntry{}, fmt.Errorf("table %q: record batch %s: %w", table, d, ErrSchemaMismatch)
+	}
+	for i, f := range schema.Fields() {
+		if !f.Nullable && rec.Column(i).NullN() > 0 {
+			return encodedEntry{}, fmt.Errorf("table %q: field %q is not nullable but has %d nulls: %w", table, f.Name, rec.Column(i).NullN(), ErrSchemaMismatch)
+		}
+	}
+	// Rewrap with the table's schema so schema metadata differences do not
+	// matter: the stored message carries no schema of its own.
+	r := array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
+	defer r.Release()
+	buf := encodeBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	buf.Grow(len(schemaBytes) + estimateSize(r) + 1024)
+	w := ipc.NewWriter(buf, ipc.WithSchema(schema))
+	if err := w.Write(r); err != nil {
+		return encodedEntry{}, fmt.Errorf("table %q: encode record batch: %v: %w", table, err, ErrSchemaMismatch)
+	}
+	b := buf.Bytes()
+	if !bytes.HasPrefix(b, schemaBytes) {
+		return encodedEntry{}, fmt.Errorf("table %q: encoded stream does not start with the table schema", table)
+	}
+	return encodedEntry{raw: b[len(schemaBytes):], buf: buf}, nil
+}
+
+// decodeEntry decodes a stored record batch message with the table schema.
+func decodeEntry(schemaBytes, raw []byte) (arrow.RecordBatch, error) {
+	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(schemaBytes), bytes.NewReader(raw), bytes.NewReader(eos)))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	if !r.Next() {
+		if r.Err() != nil {
+			return nil, r.Err()
+		}
+		return nil, fmt.Errorf("no record batch in entry")
+	}
+	rec := r.RecordBatch()
+	rec.Retain()
+	return rec, nil
+}
+
+// estimateSize approximates the encoded size of rec's buffers, to size the
+// encoding buffer once.
+func estimateSize(rec arrow.RecordBatch) int {
+	n := 0
+	var walk func(d arrow.ArrayData)
+	walk = func(d arrow.ArrayData) {
+		for _, b := range d.Buffers() {
+			if b != nil {
+				n += b.Len() + 8
+			}
+		}
+		for _, c := range d.Children() {
+			walk(c)
+		}
+	}
+	for _, c := range rec.Columns() {
+		walk(c.Data())
+	}
+	return n
+}

@@ -1,0 +1,143 @@
+package wal
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+const (
+	tableFileName   = "table.json"
+	epochFileName   = "epoch"
+	trimmedFileName = "trimmed"
+)
+
+// tableFile is the content of <table>/table.json.
+type tableFile struct {
+	Version int       `json:"version"`
+	Name    string    `json:"name"`
+	Shards  int       `json:"shards"`
+	Created time.Time `json:"created"`
+	// SchemaIPC is the Arrow IPC schema message (EncodeSchema), the same
+	// bytes that start every generation file.
+	SchemaIPC []byte `json:"schema_ipc"`
+	// Schema is informational, for people reading the file.
+	Schema string `json:"schema"`
+}
+
+type table struct {
+	name        string
+	dir         string
+	schema      *arrow.Schema
+	schemaBytes []byte
+	created     time.Time
+	shards      []*shard
+
+	epochMu sync.Mutex // serialises epoch CAS and trims against it
+	epoch   uint64
+}
+
+func shardDirName(i int) string { return fmt.Sprintf("shard-%04d", i) }
+
+func (t *table) info() TableInfo {
+	t.epochMu.Lock()
+	defer t.epochMu.Unlock()
+	return TableInfo{Name: t.name, Schema: t.schema, Shards: len(t.shards), Created: t.created, Epoch: t.epoch}
+}
+
+// createTableDir builds a table directory under a temporary name and renames
+// it into place, so a crash leaves either no table or a complete one.
+func createTableDir(tablesDir, name string, schemaBytes []byte, schema *arrow.Schema, shards int, now time.Time) error {
+	tmp := filepath.Join(tablesDir, ".tmp-"+name)
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return err
+	}
+	tf := tableFile{Version: 1, Name: name, Shards: shards, Created: now.UTC(), SchemaIPC: schemaBytes, Schema: schema.String()}
+	b, err := json.MarshalIndent(tf, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(tmp, tableFileName, append(b, '\n')); err != nil {
+		return err
+	}
+	if err := writeUint(tmp, epochFileName, 0); err != nil {
+		return err
+	}
+	for i := 0; i < shards; i++ {
+		if err := os.Mkdir(filepath.Join(tmp, shardDirName(i)), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(tablesDir, name)); err != nil {
+		return err
+	}
+	return syncDir(tablesDir)
+}
+
+// loadTable reads a table directory and recovers its shards.
+func (e *Engine) loadTable(dir, name string) (*table, error) {
+	b, err := os.ReadFile(filepath.Join(dir, tableFileName))
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", name, err)
+	}
+	var tf tableFile
+	if err := json.Unmarshal(b, &tf); err != nil || tf.Version != 1 || tf.Name != name {
+		return nil, fmt.Errorf("%s: unreadable or not version 1 for table %q (%v): %w", filepath.Join(dir, tableFileName), name, err, ErrCorruptEntry)
+	}
+	schema, err := DecodeSchema(tf.SchemaIPC)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", filepath.Join(dir, tableFileName), err, ErrCorruptEntry)
+	}
+	t := &table{name: name, dir: dir, schema: schema, schemaBytes: tf.SchemaIPC, created: tf.Created}
+	if t.epoch, err = readUint(dir, epochFileName); err != nil {
+		return nil, err
+	}
+	for i := 0; i < tf.Shards; i++ {
+		s, err := e.loadShard(t, i)
+		if err != nil {
+			t.closeShards()
+			return nil, err
+		}
+		t.shards = append(t.shards, s)
+	}
+	return t, nil
+}
+
+func (t *table) closeShards() error {
+	var first error
+	for _, s := range t.shards {
+		if err := s.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// advanceEpoch is the CAS behind Engine.AdvanceEpoch.
+func (t *table) advanceEpoch(expect uint64) (uint64, error) {
+	t.epochMu.Lock()
+	defer t.epochMu.Unlock()
+	if t.epoch != expect {
+		return 0, &EpochConflictError{Table: t.name, Expect: expect, Current: t.epoch}
+	}
+	if err := writeUint(t.dir, epochFileName, expect+1); err != nil {
+		// The rename may or may not have reached the disk: believe the file.
+		if v, rerr := readUint(t.dir, epochFileName); rerr == nil {
+			t.epoch = v
+		}
+		return 0, fmt.Errorf("table %q: advance epoch %d: %v: %w", t.name, expect, err, ErrIO)
+	}
+	t.epoch = expect + 1
+	return t.epoch, nil
+}

@@ -1,0 +1,238 @@
+// Package walbench measures durable append throughput of the WAL engine
+// against the disk's own sequential bandwidth, for `walctl bench wal` and
+// `go test -bench`.
+package walbench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// Config describes a benchmark run. Zero fields take the defaults.
+type Config struct {
+	// Dir is where the scratch WAL directories and the dd file are created
+	// (and removed afterwards). It should be on the disk the WAL will use.
+	Dir string
+	// Producers lists the concurrent producer counts to measure; default
+	// 1, 4 and 16.
+	Producers []int
+	// EntryBytes is the approximate size of one appended record batch;
+	// default 1 MiB, dd's block size.
+	EntryBytes int
+	// BytesPerRun stops a run after this many bytes; default 512 MiB.
+	BytesPerRun int64
+	// MaxDuration stops a run after this long; default 10 s.
+	MaxDuration time.Duration
+	// DDMiB is the size of the dd comparison write; default 512.
+	DDMiB int
+	// Engine options for the WAL under test (age sealing is disabled).
+	Engine wal.Options
+}
+
+// Result is what Run measured. Rates are MiB/s (2^20 bytes per second).
+type Result struct {
+	Dir        string `json:"dir"`
+	EntryBytes int    `json:"entry_bytes"`
+	// DD and DDAfter measure the disk before and after the append runs
+	// (shared disks drift); ratios use their mean, DDMiBps.
+	DD      DDResult    `json:"dd"`
+	DDAfter DDResult    `json:"dd_after"`
+	DDMiBps float64     `json:"dd_mib_per_s"`
+	Runs    []RunResult `json:"runs"`
+}
+
+// DDResult is the disk's own bandwidth: dd if=/dev/zero bs=1M
+// conv=fdatasync, timed from process start to exit.
+type DDResult struct {
+	MiB     int     `json:"mib"`
+	Seconds float64 `json:"seconds"`
+	MiBps   float64 `json:"mib_per_s"`
+	Output  string  `json:"output"`
+}
+
+// RunResult is one producer count's figures.
+type RunResult struct {
+	Producers int     `json:"producers"`
+	Appends   int64   `json:"appends"`
+	Bytes     int64   `json:"bytes"`
+	Seconds   float64 `json:"seconds"`
+	MiBps     float64 `json:"mib_per_s"`
+	P50Ms     float64 `json:"p50_ack_ms"`
+	P99Ms     float64 `json:"p99_ack_ms"`
+	// Ratio is MiBps divided by Result.DDMiBps.
+	Ratio float64 `json:"ratio_to_dd"`
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Producers) == 0 {
+		c.Producers = []int{1, 4, 16}
+	}
+	if c.EntryBytes <= 0 {
+		c.EntryBytes = 1 << 20
+	}
+	if c.BytesPerRun <= 0 {
+		c.BytesPerRun = 512 << 20
+	}
+	if c.MaxDuration <= 0 {
+		c.MaxDuration = 10 * time.Second
+	}
+	if c.DDMiB <= 0 {
+		c.DDMiB = 512
+	}
+	c.Engine.MaxGenerationAge = -1
+	return c
+}
+
+// Run measures dd, then durable append throughput for each producer count,
+// then dd again,
+// each in a fresh WAL directory under cfg.Dir that is removed afterwards.
+// Cancelling ctx stops the current measurement and returns ctx's error
+// (wrapping errs.ErrUnavailable); scratch files are removed either way.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Dir == "" {
+		return Result{}, fmt.Errorf("benchmark directory not set: %w", errs.ErrInvalid)
+	}
+	res := Result{Dir: cfg.Dir, EntryBytes: cfg.EntryBytes}
+	var err error
+	if res.DD, err = DD(ctx, cfg.Dir, cfg.DDMiB); err != nil {
+		return res, err
+	}
+	for _, p := range cfg.Producers {
+		r, err := runOnce(ctx, cfg, p)
+		if err != nil {
+			return res, err
+		}
+		res.Runs = append(res.Runs, r)
+	}
+	if res.DDAfter, err = DD(ctx, cfg.Dir, cfg.DDMiB); err != nil {
+		return res, err
+	}
+	res.DDMiBps = (res.DD.MiBps + res.DDAfter.MiBps) / 2
+	for i := range res.Runs {
+		res.Runs[i].Ratio = res.Runs[i].MiBps / res.DDMiBps
+	}
+	return res, nil
+}
+
+// DD runs dd if=/dev/zero of=<dir>/ddtest bs=1M count=mib conv=fdatasync
+// and reports its bandwidth. The file is removed afterwards.
+func DD(ctx context.Context, dir string, mib int) (DDResult, error) {
+	path := filepath.Join(dir, "ddtest")
+	defer os.Remove(path)
+	cmd := exec.CommandContext(ctx, "dd", "if=/dev/zero", "of="+path, "bs=1M", fmt.Sprintf("count=%d", mib), "conv=fdatasync")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	secs := time.Since(start).Seconds()
+	if err != nil {
+		if ctx.Err() != nil {
+			return DDResult{}, fmt.Errorf("dd: %w: %w", ctx.Err(), errs.ErrUnavailable)
+		}
+		return DDResult{}, fmt.Errorf("dd: %v: %s", err, out)
+	}
+	return DDResult{MiB: mib, Seconds: secs, MiBps: float64(mib) / secs, Output: string(out)}, nil
+}
+
+var schema = arrow.NewSchema([]arrow.Field{{Name: "payload", Type: arrow.BinaryTypes.Binary}}, nil)
+
+// record builds one batch of about n bytes of random payload in 4 KiB rows.
+func record(n int) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	row := make([]byte, 4096)
+	for left := n; left > 0; left -= len(row) {
+		rand.Read(row)
+		b.Field(0).(*array.BinaryBuilder).Append(row[:min(left, len(row))])
+	}
+	return b.NewRecordBatch()
+}
+
+func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) {
+	dir, err := os.MkdirTemp(cfg.Dir, "walbench-")
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	e, err := wal.Open(dir, cfg.Engine)
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer e.Close()
+	if _, err := e.CreateTable(ctx, "bench", schema, 1); err != nil {
+		return RunResult{}, err
+	}
+	var (
+		budget   atomic.Int64
+		mu       sync.Mutex
+		lat      []time.Duration
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	budget.Store(cfg.BytesPerRun)
+	deadline := time.Now().Add(cfg.MaxDuration)
+	start := time.Now()
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := record(cfg.EntryBytes)
+			defer rec.Release()
+			var mine []time.Duration
+			for budget.Add(-int64(cfg.EntryBytes)) >= 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				if _, err := e.Append(ctx, "bench", 0, rec); err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					break
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	if firstErr != nil {
+		return RunResult{}, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return RunResult{}, fmt.Errorf("benchmark: %w: %w", err, errs.ErrUnavailable)
+	}
+	st, err := e.Stats(ctx, "bench", nil)
+	if err != nil {
+		return RunResult{}, err
+	}
+	r := RunResult{Producers: producers, Appends: int64(len(lat)), Bytes: st.Shards[0].Bytes, Seconds: secs}
+	r.MiBps = float64(r.Bytes) / (1 << 20) / secs
+	slices.Sort(lat)
+	r.P50Ms = ms(percentile(lat, 0.50))
+	r.P99Ms = ms(percentile(lat, 0.99))
+	return r, nil
+}
+
+func percentile(s []time.Duration, q float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
