@@ -25,6 +25,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/table"
 	"github.com/walctl/walctl/internal/commands/version"
 	"github.com/walctl/walctl/internal/commands/walcmd"
+	"github.com/walctl/walctl/internal/core/failpoint"
 )
 
 // Main runs walctl with the process's arguments and streams and returns the
@@ -87,6 +88,10 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 			}
 			f.Config = cfg
 			f.Logger = newLogger(f.IOStreams, cfg.Global.LogLevel)
+			// Fault injection for tests; off unless WALCTL_FAILPOINTS is set.
+			if err := failpoint.FromEnv(); err != nil {
+				return cmdutil.FlagErrorWrap(err)
+			}
 			return nil
 		},
 	}
