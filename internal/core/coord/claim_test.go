@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // Rule 1: of concurrent acquirers exactly one wins; every loser's own lease
@@ -315,7 +316,7 @@ func TestValidation(t *testing.T) {
 		{"", worker("w")},
 		{"a/b", worker("w")},
 		{"-x", worker("w")},
-		{strings.Repeat("x", MaxTableNameLen+1), worker("w")},
+		{strings.Repeat("x", wal.MaxNameLen+1), worker("w")},
 		{"ok", Owner{Kind: OwnerWorker}},
 		{"ok", Owner{ID: "x", Kind: "daemon"}},
 		{"ok", Owner{ID: "x", Kind: OwnerCatchup}},

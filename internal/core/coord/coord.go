@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // Defaults for Config fields left zero.
@@ -43,9 +44,6 @@ const (
 	DefaultDialTimeout = 5 * time.Second
 	DefaultCallTimeout = 5 * time.Second
 	DefaultClaimTTL    = 15 * time.Second
-	// MaxTableNameLen is the longest table name accepted, in bytes (the
-	// WAL's limit).
-	MaxTableNameLen = 128
 )
 
 // Config is the typed configuration of a Client.
@@ -183,26 +181,10 @@ func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, c.callTimeout)
 }
 
-// ValidateTable checks a table name: 1 to MaxTableNameLen bytes of
-// [A-Za-z0-9_-], not starting with '-' (the WAL's rule), so it is safe as
-// one etcd key segment. The error wraps errs.ErrInvalid.
-func ValidateTable(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("table name is empty: %w", errs.ErrInvalid)
-	case len(name) > MaxTableNameLen:
-		return fmt.Errorf("table name is %d bytes, at most %d allowed: %w", len(name), MaxTableNameLen, errs.ErrInvalid)
-	case name[0] == '-':
-		return fmt.Errorf("table name %q starts with '-': %w", name, errs.ErrInvalid)
-	}
-	for i := 0; i < len(name); i++ {
-		b := name[i]
-		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-') {
-			return fmt.Errorf("table name %q: byte %q at offset %d is not one of [A-Za-z0-9_-]: %w", name, b, i, errs.ErrInvalid)
-		}
-	}
-	return nil
-}
+// ValidateTable checks a table name by the WAL's rule (wal.ValidateName):
+// 1 to 128 bytes of [A-Za-z0-9_-], not starting with '-', so it is safe as
+// one etcd key segment and one path element. The error wraps errs.ErrInvalid.
+func ValidateTable(name string) error { return wal.ValidateName(name) }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
