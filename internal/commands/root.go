@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walctl/walctl/internal/commands/bench"
 	"github.com/walctl/walctl/internal/commands/claim"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/completion"
@@ -114,6 +115,7 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 		claim.NewCmdClaim(f),
 		publishcmd.NewCmdPrepare(f, nil),
 		publishcmd.NewCmdPublish(f, nil),
+		bench.NewCmdBench(f),
 		completion.NewCmdCompletion(),
 		man.NewCmdMan(),
 	)

@@ -1,0 +1,85 @@
+// Package bench implements `walctl bench`: measurements printed beside the
+// machine's own limits, as ratios (recorded, never asserted).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/wal/walbench"
+)
+
+// NewCmdBench returns the `bench` command group.
+func NewCmdBench(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench <command>",
+		Short: "Measure WAL and Lance throughput against this machine's disk",
+	}
+	cmd.AddCommand(NewCmdWAL(f, nil))
+	return cmd
+}
+
+// WALOptions of `walctl bench wal`.
+type WALOptions struct {
+	F         *cmdutil.Factory
+	Dir       string
+	Producers []int
+	Config    walbench.Config
+}
+
+// NewCmdWAL returns `bench wal`.
+func NewCmdWAL(f *cmdutil.Factory, runF func(context.Context, *WALOptions) error) *cobra.Command {
+	opts := &WALOptions{F: f}
+	var entry, perRun, dd int
+	cmd := &cobra.Command{
+		Use:   "wal [--dir D] [--producers 1,4,16]",
+		Short: "Durable append throughput and ACK latency beside the disk's dd fdatasync bandwidth",
+		Long: `Measure the WAL's durable append throughput (MiB/s) and ACK latency (p50, p99)
+for each number of concurrent producers, in scratch WAL directories under --dir,
+and the disk's own bandwidth with dd if=/dev/zero bs=1M conv=fdatasync before
+and after; print each run's ratio to the disk. Scratch files are removed.`,
+		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json",
+		Args:    cmdutil.ExactArgs(0, "bench wal takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Config = walbench.Config{Dir: opts.Dir, Producers: opts.Producers, EntryBytes: entry, BytesPerRun: int64(perRun) << 20, DDMiB: dd}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return walRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Dir, "dir", "", "scratch directory on the disk to measure (default <data-dir>/bench)")
+	cmd.Flags().IntSliceVar(&opts.Producers, "producers", []int{1, 4, 16}, "concurrent producer counts")
+	cmd.Flags().IntVar(&entry, "entry-bytes", 1<<20, "bytes per appended record batch")
+	cmd.Flags().IntVar(&perRun, "mib-per-run", 512, "MiB appended per producer count")
+	cmd.Flags().IntVar(&dd, "dd-mib", 512, "MiB written by each dd measurement")
+	return cmd
+}
+
+func walRun(ctx context.Context, opts *WALOptions) error {
+	f := opts.F
+	if opts.Config.Dir == "" {
+		opts.Config.Dir = f.Global().DataDir + "/bench"
+	}
+	if err := os.MkdirAll(opts.Config.Dir, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "measuring the disk under %s and the WAL with %v producers…\n", opts.Config.Dir, opts.Config.Producers)
+	res, err := walbench.Run(ctx, opts.Config)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "dd conv=fdatasync: %.1f MiB/s before, %.1f MiB/s after\n", res.DD.MiBps, res.DDAfter.MiBps)
+	return f.Print(res, func() *render.Table {
+		t := render.NewTable("producers", "MiB/s", "p50 ack", "p99 ack", "ratio to dd")
+		for _, r := range res.Runs {
+			t.Add(fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms), fmt.Sprintf("%.2f", r.Ratio))
+		}
+		return t
+	})
+}
