@@ -30,30 +30,41 @@
 // The CRC32C (Castagnoli) of each entry's bytes lives beside the stream in
 // the .idx sidecar, as fixed 32-byte records (each protected by its own
 // CRC32C): a header (first position, schema checksum), one record per entry
-// (offset, length, CRC) and, once sealed, a seal record (final size, seal
-// time). A generation is sealed exactly when its index ends with a valid
-// seal record; the end-of-stream marker is fsynced before that record is
-// written.
+// (offset, length, CRC), "synced" records (the highest position already
+// durable, written with the first entry after each sync) and, once sealed, a
+// seal record (final size, seal time). A generation is sealed exactly when
+// its index ends with a valid seal record; the end-of-stream marker is
+// durable before that record is written.
 //
 // # Durability and group commit
 //
 // An append writes its message and index record under the shard lock, then
 // waits until a sync covers its position. The first waiter that finds no
-// sync running fdatasyncs both files for everything written so far, with the
-// lock released so later appends keep writing: concurrent appends share one
-// sync. A position is returned only after that sync. Positions are 1-based
-// and dense: the next position is derived from the files at every open.
+// sync running fdatasyncs everything written so far, with the lock released
+// so later appends keep writing: concurrent appends share one sync, and
+// writing overlaps syncing. A position is returned only after that sync.
+//
+// When the open generation is full, the append that finds it so writes its
+// end-of-stream marker, creates the next generation and carries on; the next
+// group sync covers the closed generation, the new files and the directory
+// together, and only then is the seal record written (and synced by the sync
+// after that). Rotation thus never stalls appends for extra syncs. Positions
+// are 1-based and dense: the next position is derived from the files at
+// every open.
 //
 // # Recovery
 //
-// Open checks every generation. In the open (last, unsealed) generation,
-// every entry's checksum is verified and the first invalid or incomplete
-// entry starts a torn tail, which is truncated away together with everything
-// after it: such entries were never acknowledged, because an acknowledgement
-// follows a sync covering the entry. Anywhere else — a sealed generation, a
-// generation followed by another — any mismatch is an ErrCorruptEntry error
-// naming the file and position, and nothing is repaired or skipped. Reads
-// verify each entry's checksum again.
+// Open checks every generation. A sealed generation must be intact: any
+// mismatch is an ErrCorruptEntry error naming the file and position, and
+// nothing is repaired or skipped. A generation without a seal record has
+// every entry's checksum verified. If its stream is complete (entries and
+// end-of-stream marker) its seal is finished — the seal record was lost in a
+// crash. Otherwise the first invalid entry starts a torn tail that is cut
+// off, together with any generation after it: none of that was acknowledged,
+// because acknowledgements follow a sync covering the entry (and, after a
+// rotation, the closed generation). A synced record vouching for a position
+// in the tail proves otherwise; then the damage is reported as
+// ErrCorruptEntry instead. Reads verify each entry's checksum again.
 //
 // # Epoch and trim
 //

@@ -139,9 +139,14 @@ var errAbandoned = errors.New("abandoned generation")
 // loadGen reads a generation's index and checks it against its data file.
 // A sealed generation must be wholly intact (verify also checks every
 // entry's checksum); any failure is ErrCorruptEntry naming file and
-// position. When last is true the generation may be the open one: invalid
-// trailing entries (a torn tail) are cut off and the files truncated.
-func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, now time.Time) (*gen, int, error) {
+// position. A generation without a seal record is checked entry by entry:
+// if its stream is complete the seal is finished (a seal record lost in a
+// crash); otherwise the invalid tail (a torn write) is cut off and the
+// files truncated — unless a synced record, in this generation or a later
+// one (laterAcked), vouches for a position in that tail: that is damage to
+// acknowledged data and is reported instead. last tells whether a missing
+// header may be an abandoned creation (errAbandoned).
+func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, laterAcked uint64, now time.Time) (*gen, int, error) {
 	g := &gen{first: first,
 		dataPath: filepath.Join(dir, genName(first)+".arrows"),
 		idxPath:  filepath.Join(dir, genName(first)+".idx")}
@@ -179,9 +184,9 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, no
 	g.openedAt = time.Unix(0, int64(hdr.b))
 	// First pass: the index records up to the first unreadable one. A
 	// generation whose last readable record is a seal record is sealed and
-	// is checked strictly, like every generation but the last.
+	// is checked strictly.
 	var recs []idxRec
-	var acked uint64 // highest position any readable synced record vouches for
+	acked := laterAcked // highest position any synced record vouches for
 	torn := false
 	for i := 1; (i+1)*recSize <= len(idxb); i++ {
 		r, ok := unmarshalRec(idxb[i*recSize:])
@@ -195,7 +200,7 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, no
 		}
 	}
 	sealed := len(recs) > 0 && recs[len(recs)-1].kind == kindSeal
-	strict := sealed || !last
+	strict := sealed
 	if strict && (len(recs)+1)*recSize != len(idxb) {
 		return nil, 0, corrupt(g.idxPath, first+uint64(min(len(recs), len(idxb)/recSize)), "index record %d unreadable", len(recs)+1)
 	}
@@ -245,9 +250,6 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, no
 		}
 		consumed++
 	}
-	if !cut && !g.sealed && first+uint64(len(g.ents)) <= acked {
-		return nil, 0, corrupt(g.idxPath, first+uint64(len(g.ents)), "index ends before acknowledged position %d", acked)
-	}
 	if !g.sealed && !cut && !torn && dataSize == off+int64(len(eos)) {
 		// A complete stream without a seal record: a seal whose record
 		// did not reach the disk. Every entry checked out, so finish it.
@@ -258,8 +260,8 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, no
 		}
 		off = g.size
 	}
-	if !g.sealed && !last {
-		return nil, 0, corrupt(g.idxPath, first+uint64(len(g.ents)), "generation is not sealed but a later one exists")
+	if !g.sealed && first+uint64(len(g.ents)) <= acked {
+		return nil, 0, corrupt(g.idxPath, first+uint64(len(g.ents)), "generation ends before acknowledged position %d", acked)
 	}
 	g.size, g.idxSize = off, int64(1+consumed)*recSize
 	if g.sealed {
@@ -350,7 +352,7 @@ func syncBoth(a, b *os.File) error { return syncAll([]*os.File{a, b}, "") }
 func syncAll(files []*os.File, dir string) error {
 	ch := make(chan error, len(files)+1)
 	n := 0
-	for _, f := range files[1:] {
+	for _, f := range files {
 		n++
 		go func() { ch <- fdatasync(f) }()
 	}
@@ -358,7 +360,7 @@ func syncAll(files []*os.File, dir string) error {
 		n++
 		go func() { ch <- syncDir(dir) }()
 	}
-	err := fdatasync(files[0])
+	var err error
 	for ; n > 0; n-- {
 		if e := <-ch; err == nil {
 			err = e
@@ -389,4 +391,20 @@ func readFull(f *os.File, b []byte, off int64) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// maxSynced returns the highest position vouched for by a readable synced
+// record in an index file (0 if none or unreadable).
+func maxSynced(idxPath string) uint64 {
+	b, err := os.ReadFile(idxPath)
+	if err != nil {
+		return 0
+	}
+	var m uint64
+	for i := recSize; i+recSize <= len(b); i += recSize {
+		if r, ok := unmarshalRec(b[i:]); ok && r.kind == kindSynced {
+			m = max(m, r.a)
+		}
+	}
+	return m
 }

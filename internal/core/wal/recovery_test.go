@@ -301,3 +301,54 @@ func TestDamagedAcknowledgedEntryInOpenGeneration(t *testing.T) {
 		t.Fatalf("damaged open generation was truncated to %d bytes", got)
 	}
 }
+
+// TestUnfinishedRotationWithLaterEntries recreates a crash during the sync
+// that covers a rotation: the closed generation lacks its seal record and
+// part of its end-of-stream marker, and the next generation holds entries.
+// With one entry there (never acknowledged: its synced record vouches only
+// for the closed generation) recovery cuts back and removes it. With two,
+// a synced record vouches for the later generation's first entry, so the
+// covering sync had completed: the damage is reported, nothing removed.
+func TestUnfinishedRotationWithLaterEntries(t *testing.T) {
+	for _, later := range []int{1, 2} {
+		t.Run(fmt.Sprintf("later=%d", later), func(t *testing.T) {
+			dir := t.TempDir()
+			e := openTest(t, dir, Options{})
+			mustCreate(t, e, "t", 1)
+			for i := 1; i <= 3; i++ {
+				mustAppend(t, e, "t", 0, int64(i), 2)
+			}
+			if _, err := e.Seal(context.Background(), "t", 0); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < later; i++ {
+				mustAppend(t, e, "t", 0, int64(4+i), 2)
+			}
+			e.Close()
+			base := filepath.Join(dir, "tables", "t", shardDirName(0), genName(1))
+			os.Truncate(base+".idx", fileSize(t, base+".idx")-recSize)
+			os.Truncate(base+".arrows", fileSize(t, base+".arrows")-3)
+			e2, err := Open(dir, Options{MaxGenerationAge: -1})
+			if later == 2 {
+				if !errors.Is(err, ErrCorruptEntry) || !strings.Contains(err.Error(), base+".idx") {
+					t.Fatalf("got %v, want ErrCorruptEntry naming %s.idx", err, base)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "tables", "t", shardDirName(0), genName(4)+".idx")); err != nil {
+					t.Fatalf("later generation touched: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e2.Close()
+			gens, _ := e2.Generations(context.Background(), "t", 0)
+			if len(gens) != 1 || gens[0].Sealed || gens[0].Last != 3 {
+				t.Fatalf("generations %+v, want one open generation 1..3", gens)
+			}
+			if pos := mustAppend(t, e2, "t", 0, 40, 2); pos != 4 {
+				t.Fatalf("append got %d, want 4", pos)
+			}
+		})
+	}
+}

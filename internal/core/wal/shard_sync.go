@@ -1,0 +1,261 @@
+package wal
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// append writes one encoded entry and waits until it is durable. Once the
+// entry is written the wait is not cancellable: the outcome is then known.
+func (s *shard) append(raw []byte) (uint64, error) {
+	crc := crc32c(raw)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var g *gen
+	for {
+		if s.err != nil {
+			return 0, s.err
+		}
+		g = s.open()
+		if g != nil && (len(g.ents) == 0 || g.size+int64(len(raw)) <= s.e.opts.MaxGenerationBytes) {
+			break
+		}
+		if s.sealing != nil { // one rotation in flight at a time
+			s.waitOrSync()
+			continue
+		}
+		if err := s.rotateLocked(g); err != nil {
+			return 0, err
+		}
+	}
+	if len(g.ents) == 0 { // age is counted from the first entry
+		g.openedAt = s.e.opts.Clock.Now()
+		s.e.wakeSealer()
+	}
+	rec := idxRec{kind: kindEntry, crc: crc, a: uint64(g.size), b: uint64(len(raw))}.marshal()
+	if s.synced >= g.first && s.synced > g.marked {
+		rec = append(idxRec{kind: kindSynced, a: s.synced}.marshal(), rec...)
+	}
+	if _, err := g.data.WriteAt(raw, g.size); err != nil {
+		return 0, s.fail("write "+g.dataPath, err)
+	}
+	if _, err := g.idx.WriteAt(rec, g.idxSize); err != nil {
+		return 0, s.fail("write "+g.idxPath, err)
+	}
+	if len(rec) > recSize {
+		g.marked = s.synced
+	}
+	g.ents = append(g.ents, entryMeta{off: g.size, n: int64(len(raw)), crc: crc})
+	g.size += int64(len(raw))
+	g.idxSize += int64(len(rec))
+	pos := s.next
+	s.next++
+	for s.synced < pos {
+		if s.err != nil {
+			return 0, s.err
+		}
+		s.waitOrSync()
+	}
+	return pos, nil
+}
+
+// fail records a sticky write or sync failure and returns it.
+func (s *shard) fail(what string, err error) error {
+	s.err = fmt.Errorf("table %q shard %d: %s: %v: %w", s.t.name, s.id, what, err, ErrIO)
+	s.cond.Broadcast()
+	return s.err
+}
+
+// waitOrSync waits for the running sync, or runs one.
+func (s *shard) waitOrSync() {
+	if s.syncing {
+		s.cond.Wait()
+		return
+	}
+	s.syncLocked()
+}
+
+// syncLocked makes everything written so far durable: the open generation,
+// the generation being sealed, a pending seal record and, after a file was
+// created, the directory — all in one concurrent round, with mu dropped.
+// Afterwards the generation being sealed gets its seal record.
+func (s *shard) syncLocked() {
+	target := s.next - 1
+	var files []*os.File
+	if g := s.open(); g != nil {
+		files = append(files, g.data, g.idx)
+	}
+	sg, p := s.sealing, s.pending
+	if sg != nil {
+		files = append(files, sg.data, sg.idx)
+	}
+	if p != nil {
+		files = append(files, p.idx)
+	}
+	dir := ""
+	if s.dirDirty {
+		dir, s.dirDirty = s.dir, false
+	}
+	if len(files) == 0 && dir == "" {
+		s.synced = max(s.synced, target)
+		return
+	}
+	s.syncing = true
+	s.mu.Unlock()
+	err := syncAll(files, dir)
+	s.mu.Lock()
+	s.syncing = false
+	if err != nil {
+		s.fail("sync", err)
+		return
+	}
+	s.synced = max(s.synced, target)
+	s.donePending(p)
+	if sg != nil && s.sealing == sg {
+		s.sealing = nil
+		if err := s.writeSeal(sg); err == nil {
+			sg.data.Close()
+			sg.data = nil
+			s.pending = sg
+		}
+	}
+	s.cond.Broadcast()
+}
+
+// donePending closes p's index once a sync covered its seal record.
+func (s *shard) donePending(p *gen) {
+	if p != nil && s.pending == p {
+		p.closeFiles()
+		s.pending = nil
+	}
+}
+
+// writeSeal appends g's seal record (not synced) and marks it sealed. The
+// end-of-stream marker must already be durable, so that a seal record
+// always describes a complete stream.
+func (s *shard) writeSeal(g *gen) error {
+	now := s.e.opts.Clock.Now()
+	rec := idxRec{kind: kindSeal, a: uint64(g.size) + uint64(len(eos)), b: uint64(now.UnixNano())}.marshal()
+	if _, err := g.idx.WriteAt(rec, g.idxSize); err != nil {
+		return s.fail("seal "+g.idxPath, err)
+	}
+	g.size += int64(len(eos))
+	g.idxSize += recSize
+	g.sealed, g.sealedAt = true, now
+	return nil
+}
+
+// rotateLocked closes old (the open generation, nil if none) and creates
+// the next generation, without syncing: appends continue into the new
+// generation while the next group sync makes old's entries and end-of-stream
+// marker durable together with the new files and the directory. A crash
+// before that sync leaves old incomplete; recovery then cuts old back to its
+// whole entries and removes the newer generation, none of whose entries can
+// have been acknowledged (their sync is the one that did not complete).
+func (s *shard) rotateLocked(old *gen) error {
+	g, err := newGen(s.dir, s.next, s.t.schemaBytes, s.e.opts.Clock.Now())
+	if err != nil {
+		return s.fail("create generation", err)
+	}
+	if old != nil {
+		if _, err := old.data.WriteAt(eos, old.size); err != nil {
+			g.closeFiles()
+			return s.fail("seal "+old.dataPath, err)
+		}
+		s.sealing = old
+	}
+	s.gens = append(s.gens, g)
+	s.dirDirty = true
+	return nil
+}
+
+// sealNowLocked seals g, the open generation, durably before returning; no
+// sync may be running and no rotation in flight.
+func (s *shard) sealNowLocked(g *gen) error {
+	if _, err := g.data.WriteAt(eos, g.size); err != nil {
+		return s.fail("seal "+g.dataPath, err)
+	}
+	files := []*os.File{g.data, g.idx}
+	p := s.pending
+	if p != nil {
+		files = append(files, p.idx)
+	}
+	dir := ""
+	if s.dirDirty {
+		dir, s.dirDirty = s.dir, false
+	}
+	if err := syncAll(files, dir); err != nil {
+		return s.fail("sync", err)
+	}
+	s.donePending(p)
+	s.synced = s.next - 1
+	if err := s.writeSeal(g); err != nil {
+		return err
+	}
+	if err := fdatasync(g.idx); err != nil {
+		return s.fail("seal "+g.idxPath, err)
+	}
+	g.closeFiles()
+	s.cond.Broadcast()
+	return nil
+}
+
+// seal seals the open generation if it has entries.
+func (s *shard) seal() (Generation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.err != nil {
+			return Generation{}, s.err
+		}
+		g := s.open()
+		switch {
+		case g == nil || len(g.ents) == 0:
+			return Generation{}, nil
+		case s.syncing || s.sealing != nil:
+			s.waitOrSync()
+			continue
+		}
+		if err := s.sealNowLocked(g); err != nil {
+			return Generation{}, err
+		}
+		return s.describe(g), nil
+	}
+}
+
+// sealIfOlder seals the open generation if its first entry came at or
+// before cutoff; otherwise it returns when that entry came (zero if the
+// shard has no open entries).
+func (s *shard) sealIfOlder(cutoff time.Time) (opened time.Time, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.err == nil && (s.syncing || s.sealing != nil) {
+		s.waitOrSync()
+	}
+	g := s.open()
+	switch {
+	case g == nil || len(g.ents) == 0 || s.err != nil:
+		return time.Time{}, nil
+	case g.openedAt.After(cutoff):
+		return g.openedAt, nil
+	}
+	return time.Time{}, s.sealNowLocked(g)
+}
+
+// close makes everything durable (finishing a rotation in flight) and
+// closes the files.
+func (s *shard) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.syncing {
+		s.cond.Wait()
+	}
+	for s.err == nil && (s.sealing != nil || s.pending != nil || s.dirDirty || s.synced < s.next-1) {
+		s.syncLocked()
+	}
+	for _, g := range s.gens {
+		g.closeFiles()
+	}
+	return s.err
+}
