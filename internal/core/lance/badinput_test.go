@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/walctl/walctl/internal/core/errs"
 )
@@ -120,57 +118,6 @@ func TestUnsupportedTypeRefusedUpFront(t *testing.T) {
 	}
 }
 
-func TestWalctlReadsBackEveryType(t *testing.T) {
-	s := allTypes()
-	d := newDataset(t, s, FileVersion2_0)
-	r1, _ := batch(s, 0, 70)
-	defer r1.Release()
-	// A sliced batch (non-zero offsets, unaligned bitmaps) and small pages.
-	full, _ := batch(s, 70, 50)
-	defer full.Release()
-	r2 := full.NewSlice(3, 50)
-	defer r2.Release()
-	m, _ := d.Latest()
-	schema, _ := m.Schema()
-	w, err := d.CreateFile(schema, FileOptions{MaxPageBytes: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []arrow.Record{r1, r2} {
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	desc, err := w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.VerifyFile(desc); err != nil {
-		t.Fatal(err)
-	}
-	appendFiles(t, d, nil, desc)
-	var got []arrow.Record
-	err = d.Scan(context.Background(), ScanOptions{}, func(r arrow.Record) error {
-		r.Retain()
-		got = append(got, r)
-		return nil
-	})
-	if err != nil || len(got) != 1 || got[0].NumRows() != 117 {
-		t.Fatalf("scan: %v", err)
-	}
-	defer got[0].Release()
-	for i, f := range s.Fields() {
-		want, err := array.Concatenate([]arrow.Array{r1.Column(i), r2.Column(i)}, memory.DefaultAllocator)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !array.Equal(want, got[0].Column(i)) {
-			t.Errorf("column %q differs after round trip", f.Name)
-		}
-		want.Release()
-	}
-}
-
 func TestWriterRefusesMismatchedBatch(t *testing.T) {
 	d := newDataset(t, small, FileVersion2_0)
 	m, _ := d.Latest()
@@ -188,7 +135,25 @@ func TestWriterRefusesMismatchedBatch(t *testing.T) {
 	if _, err := d.CreateFile(schema, FileOptions{Name: "attempt-1"}); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("second create of the same name: %v", err)
 	}
-	if _, err := d.CreateFile(schema, FileOptions{Version: FileVersion2_1}); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("2.1 writer: %v", err)
+	if _, err := d.CreateFile(schema, FileOptions{Version: FileVersion(7)}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("file version 7: %v", err)
+	}
+	// A 2.1 file does not go into a 2.0 table.
+	w21, err := d.CreateFile(schema, FileOptions{Version: FileVersion2_1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r21 := smallBatch(0, 3)
+	defer r21.Release()
+	if err := w21.Write(r21); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := w21.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Commit(context.Background(), CommitRequest{ParentVersion: 1, Kind: Append, Files: []Descriptor{desc}})
+	if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "format 2.1") {
+		t.Fatalf("commit of a 2.1 file into a 2.0 table: %v", err)
 	}
 }

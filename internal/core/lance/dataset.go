@@ -139,6 +139,13 @@ func (d *Dataset) Manifest(v uint64) (*Manifest, error) {
 	return nil, fmt.Errorf("%s: version %d: %w", d.root, v, ErrVersionNotFound)
 }
 
+// SyncVersions fsyncs the directory of manifests, making every version
+// linked so far durable (a commit whose directory sync failed or never ran
+// is visible before it is durable).
+func (d *Dataset) SyncVersions() error {
+	return syncDir(filepath.Join(d.root, versionsDir))
+}
+
 // Latest reads the highest version.
 func (d *Dataset) Latest() (*Manifest, error) {
 	v, err := d.LatestVersion()

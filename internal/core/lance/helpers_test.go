@@ -1,12 +1,14 @@
 package lance
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +49,12 @@ func allTypes() *arrow.Schema {
 		{Name: "ts_ms", Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}},
 		{Name: "ts_us", Type: &arrow.TimestampType{Unit: arrow.Microsecond}},
 		{Name: "ts_ns", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "Europe/Paris"}},
+		// Values of 256 bytes and more: file format 2.1 stores them in
+		// full-zip pages (blob and lblob mix in short values).
+		{Name: "wide", Type: arrow.FixedSizeListOf(64, arrow.PrimitiveTypes.Float32)},
+		{Name: "wfsb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 260}},
+		{Name: "blob", Type: arrow.BinaryTypes.Binary},
+		{Name: "lblob", Type: arrow.BinaryTypes.LargeBinary},
 	}
 	var fields []arrow.Field
 	fields = append(fields, arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int64})
@@ -95,7 +103,7 @@ func appendValue(b array.Builder, f arrow.Field, row int) any {
 		return r * 11
 	case *array.Uint32Builder:
 		bb.Append(uint32(r * 4000001))
-		return r * 4000001
+		return int64(uint32(r * 4000001))
 	case *array.Uint64Builder:
 		v := uint64(r)*1_000_000_007 + 1<<63
 		bb.Append(v)
@@ -128,10 +136,17 @@ func appendValue(b array.Builder, f arrow.Field, row int) any {
 		if bb.Type().ID() == arrow.LARGE_BINARY {
 			v = append(v, v...)
 		}
+		if strings.Contains(f.Name, "blob") && row%4 != 1 {
+			v = bytes.Repeat(v, 300/len(v)+row%3)
+		}
 		bb.Append(v)
 		return base64.StdEncoding.EncodeToString(v)
 	case *array.FixedSizeBinaryBuilder:
-		v := []byte{byte(r), 1, 2, 3, byte(r >> 8)}
+		v := make([]byte, bb.Type().(*arrow.FixedSizeBinaryType).ByteWidth)
+		for k := range v {
+			v[k] = byte(k + 1)
+		}
+		v[0], v[len(v)-1] = byte(r), byte(r>>8)
 		bb.Append(v)
 		return base64.StdEncoding.EncodeToString(v)
 	case *array.FixedSizeListBuilder:
@@ -187,6 +202,13 @@ func batch(s *arrow.Schema, from, n int) (arrow.Record, map[string][]any) {
 // writeFile writes recs into one new data file of d.
 func writeFile(t testing.TB, d *Dataset, recs ...arrow.Record) Descriptor {
 	t.Helper()
+	return writeFilePages(t, d, 0, recs...)
+}
+
+// writeFilePages writes recs into one new data file of d in the table's
+// format with pages of at most maxPage bytes (the default if 0).
+func writeFilePages(t testing.TB, d *Dataset, maxPage int, recs ...arrow.Record) Descriptor {
+	t.Helper()
 	m, err := d.Latest()
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +221,7 @@ func writeFile(t testing.TB, d *Dataset, recs ...arrow.Record) Descriptor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := d.CreateFile(s, FileOptions{Version: fv})
+	w, err := d.CreateFile(s, FileOptions{Version: fv, MaxPageBytes: maxPage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package lance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -39,6 +40,60 @@ func smallRows(from, n int) []map[string]any {
 		rows = append(rows, map[string]any{"id": i, "name": fmt.Sprintf("official-%d", i), "vec": []float32{1, 2, 3, float32(i)}})
 	}
 	return rows
+}
+
+// smallCells returns the canonical cells of smallRows(from, n).
+func smallCells(from, n int) map[string][]any {
+	want := map[string][]any{}
+	for i := from; i < from+n; i++ {
+		want["id"] = append(want["id"], fmt.Sprint(i))
+		want["name"] = append(want["name"], fmt.Sprintf("official-%d", i))
+		want["vec"] = append(want["vec"], []any{1.0, 2.0, 3.0, float64(i)})
+	}
+	return want
+}
+
+// walctlDump scans the latest version of a table of schema small with
+// walctl and renders it like the oracle's dump.
+func walctlDump(t *testing.T, d *Dataset) *oracle.Dump {
+	t.Helper()
+	out := &oracle.Dump{Columns: map[string][]json.RawMessage{}}
+	cell := func(name string, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Columns[name] = append(out.Columns[name], b)
+	}
+	err := d.Scan(context.Background(), ScanOptions{}, func(r arrow.Record) error {
+		ids := r.Column(0).(*array.Int64)
+		names := r.Column(1).(*array.String)
+		vecs := r.Column(2).(*array.FixedSizeList)
+		items := vecs.ListValues().(*array.Float32)
+		for i := range int(r.NumRows()) {
+			cell("id", fmt.Sprint(ids.Value(i)))
+			if names.IsNull(i) {
+				cell("name", nil)
+			} else {
+				cell("name", names.Value(i))
+			}
+			if vecs.IsNull(i) {
+				cell("vec", nil)
+				continue
+			}
+			start, end := vecs.ValueOffsets(i)
+			var v []float64
+			for k := start; k < end; k++ {
+				v = append(v, float64(items.Value(int(k))))
+			}
+			cell("vec", v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // walctlIDs scans the latest version with walctl and returns the sorted ids.
@@ -91,32 +146,50 @@ func wantIDs(t *testing.T, who string, ids []int64, n int) {
 	}
 }
 
+// The official writer appends to a walctl table, walctl appends again, and
+// both read every row and value; then official compaction keeps every row
+// and walctl keeps appending. In 2.1 the official append of a few rows is
+// left uncompressed by the official writer, so walctl reads it all.
 func TestOfficialAppendsToWalctlTableThenWalctlAppends(t *testing.T) {
 	o := oracle.MustFind(t)
+	for _, fv := range []FileVersion{FileVersion2_0, FileVersion2_1} {
+		t.Run(fv.String(), func(t *testing.T) { officialAppendsThenWalctl(t, o, fv) })
+	}
+}
+
+func officialAppendsThenWalctl(t *testing.T, o *oracle.Oracle, fv FileVersion) {
 	ctx := testCtx(t)
-	d := newDataset(t, small, FileVersion2_0)
-	r := smallBatch(0, 50)
+	d := newDataset(t, small, fv)
+	r, want := batch(small, 0, 50)
 	defer r.Release()
 	appendFiles(t, d, map[string]string{"walctl.epoch": "1"}, writeFile(t, d, r))
 
 	if _, err := o.Append(ctx, d.Root(), smallRows(50, 25)); err != nil {
 		t.Fatal(err)
 	}
+	want = mergeWant(want, smallCells(50, 25))
 	m, err := d.Latest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Version != 3 || m.Config["walctl.epoch"] != "1" {
-		t.Fatalf("after official append: version %d config %v", m.Version, m.Config)
+	if m.Version != 3 || m.Config["walctl.epoch"] != "1" || m.DataFormat != fv.String() {
+		t.Fatalf("after official append: version %d format %s config %v", m.Version, m.DataFormat, m.Config)
 	}
-	r2 := smallBatch(75, 30)
+	r2, want2 := batch(small, 75, 30)
 	defer r2.Release()
+	want = mergeWant(want, want2)
 	res := appendFiles(t, d, nil, writeFile(t, d, r2))
 	if res.Version != 4 || res.FragmentIDs[0] != 2 {
 		t.Fatalf("walctl append after official: version %d fragment ids %v", res.Version, res.FragmentIDs)
 	}
 	wantIDs(t, "walctl", walctlIDs(t, d), 105)
 	wantIDs(t, "official", oracleIDs(t, o, d.Root()), 105)
+	dump, err := o.Dump(ctx, d.Root(), oracle.DumpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameColumns(t, dump, want)
+	sameColumns(t, walctlDump(t, d), want)
 
 	opt, err := o.Optimize(ctx, d.Root())
 	if err != nil {
@@ -133,19 +206,15 @@ func TestOfficialAppendsToWalctlTableThenWalctlAppends(t *testing.T) {
 	if latest.Version <= 4 || latest.Config["walctl.epoch"] != "1" {
 		t.Fatalf("after optimize: version %d config %v", latest.Version, latest.Config)
 	}
-	// walctl reads the plain columns official compaction wrote; a column it
-	// dictionary-encoded is refused with an error naming file and column.
-	var ids []int64
-	err = d.Scan(ctx, ScanOptions{Columns: []string{"id", "vec"}}, func(r arrow.Record) error {
-		ids = append(ids, r.Column(0).(*array.Int64).Int64Values()...)
-		return nil
-	})
-	if err != nil || len(ids) != 105 {
-		t.Fatalf("walctl scan of id, vec after official optimize: %d rows, %v", len(ids), err)
-	}
-	err = d.Scan(ctx, ScanOptions{}, func(arrow.Record) error { return nil })
-	if err != nil && (!errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `column "name"`)) {
-		t.Fatalf("walctl full scan after optimize: %v", err)
+	// walctl reads the columns official compaction left plain (ids); a
+	// column it compressed is refused with an error naming file and column.
+	wantIDs(t, "walctl after optimize", walctlIDs(t, d), 105)
+	for _, col := range []string{"name", "vec"} {
+		err = d.Scan(ctx, ScanOptions{Columns: []string{col}}, func(arrow.Record) error { return nil })
+		if err != nil && (!errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), fmt.Sprintf("column %q", col))) {
+			t.Fatalf("walctl scan of %s after official optimize: %v", col, err)
+		}
+		t.Logf("walctl scan of compacted %s: %v", col, err)
 	}
 	// And walctl keeps appending on top of the compacted version.
 	r3 := smallBatch(105, 5)
@@ -207,7 +276,8 @@ func TestWalctlAppendsToOfficialTable(t *testing.T) {
 }
 
 // An official table in its default 2.1 format: walctl reads its versions,
-// schema and config, and refuses its compressed pages by name.
+// schema and config, refuses its compressed pages by name, and appends 2.1
+// files the official reader reads in full.
 func TestOfficialDefault21Table(t *testing.T) {
 	o := oracle.MustFind(t)
 	ctx := testCtx(t)
@@ -230,9 +300,42 @@ func TestOfficialDefault21Table(t *testing.T) {
 	if err != nil || !s.Arrow.Equal(small) {
 		t.Fatalf("schema %v (%v), want %v", s, err, small)
 	}
-	err = d.Scan(ctx, ScanOptions{}, func(arrow.Record) error { return nil })
-	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("scan of official 2.1 pages: %v, want ErrUnsupported", err)
+	official := m.Fragments[0].Files[0].Path
+	refused := func(when string) {
+		t.Helper()
+		err := d.Scan(ctx, ScanOptions{}, func(arrow.Record) error { return nil })
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), official) || !strings.Contains(err.Error(), "column ") {
+			t.Fatalf("%s: scan of official 2.1 pages: %v, want ErrUnsupported naming %s and a column", when, err, official)
+		}
+		t.Logf("%s: refusal reads: %v", when, err)
 	}
-	t.Logf("refusal reads: %v", err)
+	refused("before walctl append")
+
+	r, want := batch(small, 300, 40)
+	defer r.Release()
+	desc := writeFile(t, d, r)
+	if desc.FileMajor != 2 || desc.FileMinor != 1 {
+		t.Fatalf("walctl wrote format %d.%d into a 2.1 table", desc.FileMajor, desc.FileMinor)
+	}
+	res := appendFiles(t, d, map[string]string{"walctl.watermark.0": "340"}, desc)
+	if res.Version != 2 {
+		t.Fatalf("walctl commit on official 2.1 table made version %d", res.Version)
+	}
+	wantIDs(t, "official", oracleIDs(t, o, root), 340)
+	got, err := o.Dump(ctx, root, oracle.DumpOptions{Filter: "id >= 300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CountRows != 40 {
+		t.Fatalf("official reader sees %d walctl rows, want 40", got.CountRows)
+	}
+	sameColumns(t, got, want)
+	if _, err := o.Append(ctx, root, smallRows(340, 5)); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs(t, "official after official append on walctl commit", oracleIDs(t, o, root), 345)
+	if m, err = d.Latest(); err != nil || m.Config["walctl.watermark.0"] != "340" || m.Rows() != 345 {
+		t.Fatalf("after official append: %v rows, config %v, %v", m.Rows(), m.Config, err)
+	}
+	refused("after walctl append")
 }

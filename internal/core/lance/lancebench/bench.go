@@ -1,5 +1,6 @@
-// Package lancebench compares the write throughput of walctl's Lance writer
-// with the official LanceDB writer (table.add through the Node oracle) on the
+// Package lancebench compares the write throughput of walctl's Lance writer,
+// in file format 2.0 and 2.1, with the official LanceDB writer (table.add
+// through the Node oracle, its default format 2.1 with compression) on the
 // same Arrow batches, on the same disk, in one run.
 package lancebench
 
@@ -47,14 +48,43 @@ type Side struct {
 }
 
 // Result is a run's outcome; throughput is logical Arrow bytes per second.
+// Walctl is the 2.0 writer (walctl's default), Walctl21 the 2.1 writer.
 type Result struct {
-	Config        Config  `json:"config"`
-	LogicalBytes  int64   `json:"logical_bytes"`
-	Walctl        Side    `json:"walctl"`
-	Official      Side    `json:"official"`
-	SpeedRatio    float64 `json:"speed_ratio"`     // walctl MiB/s ÷ official MiB/s
-	FileSizeRatio float64 `json:"file_size_ratio"` // walctl bytes ÷ official bytes
-	WorkspaceMax  int     `json:"walctl_workspace_bytes"`
+	Config          Config  `json:"config"`
+	LogicalBytes    int64   `json:"logical_bytes"`
+	Walctl          Side    `json:"walctl"`
+	Walctl21        Side    `json:"walctl_2_1"`
+	Official        Side    `json:"official"`
+	SpeedRatio      float64 `json:"speed_ratio"`         // walctl 2.0 MiB/s ÷ official MiB/s
+	SpeedRatio21    float64 `json:"speed_ratio_2_1"`     // walctl 2.1 MiB/s ÷ official MiB/s
+	FileSizeRatio   float64 `json:"file_size_ratio"`     // walctl 2.0 bytes ÷ official bytes
+	FileSizeRatio21 float64 `json:"file_size_ratio_2_1"` // walctl 2.1 bytes ÷ official bytes
+	WorkspaceMax    int     `json:"walctl_workspace_bytes"`
+}
+
+// walctlSide is one walctl table being written in one file format.
+type walctlSide struct {
+	ds      *lance.Dataset
+	schema  *lance.Schema
+	version lance.FileVersion
+	elapsed time.Duration
+	out     *Side
+}
+
+func newWalctlSide(path string, fv lance.FileVersion, out *Side) (*walctlSide, error) {
+	ds, err := lance.Create(path, Schema(), lance.CreateOptions{FileVersion: fv})
+	if err != nil {
+		return nil, err
+	}
+	m, err := ds.Latest()
+	if err != nil {
+		return nil, err
+	}
+	schema, err := m.Schema()
+	if err != nil {
+		return nil, err
+	}
+	return &walctlSide{ds: ds, schema: schema, version: fv, out: out}, nil
 }
 
 // Schema is the benchmark's table schema.
@@ -108,36 +138,42 @@ func logicalBytes(r arrow.Record) int64 {
 	return n
 }
 
-// Run writes the same batches through walctl (CreateFile + Commit per add)
-// and through the official table.add under dir, and reports both. Batch
-// generation is not timed on either side.
+// Run writes the same batches through walctl in file format 2.0 and 2.1
+// (CreateFile + Commit per add, one table per format) and through the
+// official table.add under dir, and reports all three. Batch generation is
+// not timed on any side.
 func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result, error) {
 	if cfg.Adds <= 0 || cfg.BatchesPerAdd <= 0 || cfg.RowsPerBatch <= 0 {
 		return nil, fmt.Errorf("bench config %+v: %w", cfg, errs.ErrInvalid)
 	}
 	res := &Result{Config: cfg}
-	ds, err := lance.Create(filepath.Join(dir, "walctl.lance"), Schema(), lance.CreateOptions{})
-	if err != nil {
-		return nil, err
+	sides := make([]*walctlSide, 0, 2)
+	for _, v := range []struct {
+		name string
+		fv   lance.FileVersion
+		out  *Side
+	}{{"walctl.lance", lance.FileVersion2_0, &res.Walctl}, {"walctl21.lance", lance.FileVersion2_1, &res.Walctl21}} {
+		side, err := newWalctlSide(filepath.Join(dir, v.name), v.fv, v.out)
+		if err != nil {
+			return nil, err
+		}
+		sides = append(sides, side)
 	}
-	m, err := ds.Latest()
-	if err != nil {
-		return nil, err
-	}
-	schema, err := m.Schema()
-	if err != nil {
-		return nil, err
-	}
-	var elapsed time.Duration
 	for a := range cfg.Adds {
 		recs := make([]arrow.Record, cfg.BatchesPerAdd)
 		for b := range recs {
 			recs[b] = Batch(memory.DefaultAllocator, (a*cfg.BatchesPerAdd+b)*cfg.RowsPerBatch, cfg.RowsPerBatch)
 			res.LogicalBytes += logicalBytes(recs[b])
 		}
-		start := time.Now()
-		err := writeAndCommit(ctx, ds, schema, recs, res)
-		elapsed += time.Since(start)
+		var err error
+		for i := range sides {
+			side := sides[(a+i)%len(sides)] // alternate who writes first
+			start := time.Now()
+			if err = writeAndCommit(ctx, side, recs, res); err != nil {
+				break
+			}
+			side.elapsed += time.Since(start)
+		}
 		for _, r := range recs {
 			r.Release()
 		}
@@ -145,17 +181,20 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 			return nil, err
 		}
 	}
-	res.Walctl.Seconds = elapsed.Seconds()
-	res.Walctl.Rows = cfg.Adds * cfg.BatchesPerAdd * cfg.RowsPerBatch
-	if res.Walctl.DataBytes, err = dirBytes(filepath.Join(ds.Root(), "data")); err != nil {
-		return nil, err
+	for _, side := range sides {
+		side.out.Seconds = side.elapsed.Seconds()
+		side.out.Rows = cfg.Adds * cfg.BatchesPerAdd * cfg.RowsPerBatch
+		var err error
+		if side.out.DataBytes, err = dirBytes(filepath.Join(side.ds.Root(), "data")); err != nil {
+			return nil, err
+		}
 	}
 	var off struct {
 		Seconds   float64 `json:"seconds"`
 		Rows      int     `json:"rows"`
 		DataBytes int64   `json:"data_bytes"`
 	}
-	err = o.Run(ctx, &off, "bench", dir, "official",
+	err := o.Run(ctx, &off, "bench", dir, "official",
 		strconv.Itoa(cfg.Adds), strconv.Itoa(cfg.BatchesPerAdd), strconv.Itoa(cfg.RowsPerBatch))
 	if err != nil {
 		return nil, err
@@ -163,14 +202,18 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 	res.Official = Side{Seconds: off.Seconds, Rows: off.Rows, DataBytes: off.DataBytes}
 	mib := float64(res.LogicalBytes) / (1 << 20)
 	res.Walctl.MiBPerSec = mib / res.Walctl.Seconds
+	res.Walctl21.MiBPerSec = mib / res.Walctl21.Seconds
 	res.Official.MiBPerSec = mib / res.Official.Seconds
 	res.SpeedRatio = res.Walctl.MiBPerSec / res.Official.MiBPerSec
+	res.SpeedRatio21 = res.Walctl21.MiBPerSec / res.Official.MiBPerSec
 	res.FileSizeRatio = float64(res.Walctl.DataBytes) / float64(res.Official.DataBytes)
+	res.FileSizeRatio21 = float64(res.Walctl21.DataBytes) / float64(res.Official.DataBytes)
 	return res, nil
 }
 
-func writeAndCommit(ctx context.Context, ds *lance.Dataset, schema *lance.Schema, recs []arrow.Record, res *Result) error {
-	w, err := ds.CreateFile(schema, lance.FileOptions{Version: lance.DefaultFileVersion})
+func writeAndCommit(ctx context.Context, side *walctlSide, recs []arrow.Record, res *Result) error {
+	ds := side.ds
+	w, err := ds.CreateFile(side.schema, lance.FileOptions{Version: side.version})
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,6 @@ func binaryFromEnds(idx, data []byte, adj uint64, n int, dt arrow.DataType, mem 
 	ends := arrow.Uint64Traits.CastFromBytes(idx[:8*n])
 	validity := make([]byte, (n+7)/8)
 	nulls := 0
-	large := dt.ID() == arrow.LARGE_STRING || dt.ID() == arrow.LARGE_BINARY
 	offs64 := make([]int64, n+1)
 	var prev uint64
 	for i, e := range ends {
@@ -125,12 +124,20 @@ func binaryFromEnds(idx, data []byte, adj uint64, n int, dt arrow.DataType, mem 
 		offs64[i+1] = int64(e)
 		prev = e
 	}
+	return binaryArray(dt, offs64, data[:prev], validity, nulls)
+}
+
+// binaryArray builds a binary-like array of type dt from n+1 offsets into
+// data and a validity bitmap (ignored when nulls is 0).
+func binaryArray(dt arrow.DataType, offs64 []int64, data, validity []byte, nulls int) (arrow.Array, error) {
+	n := len(offs64) - 1
 	var ob *memory.Buffer
-	if large {
+	switch dt.ID() {
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
 		ob = memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(offs64))
-	} else {
-		if prev > 1<<31-1 {
-			return nil, fmt.Errorf("%d value bytes overflow 32-bit offsets: %w", prev, ErrCorrupt)
+	default:
+		if offs64[n] > 1<<31-1 {
+			return nil, fmt.Errorf("%d value bytes overflow 32-bit offsets: %w", offs64[n], ErrCorrupt)
 		}
 		o32 := make([]int32, n+1)
 		for i, o := range offs64 {
@@ -142,7 +149,7 @@ func binaryFromEnds(idx, data []byte, adj uint64, n int, dt arrow.DataType, mem 
 	if nulls > 0 {
 		vb = memory.NewBufferBytes(validity)
 	}
-	d := array.NewData(dt, n, []*memory.Buffer{vb, ob, memory.NewBufferBytes(data[:prev])}, nil, nulls, 0)
+	d := array.NewData(dt, n, []*memory.Buffer{vb, ob, memory.NewBufferBytes(data)}, nil, nulls, 0)
 	defer d.Release()
 	return array.MakeFromData(d), nil
 }

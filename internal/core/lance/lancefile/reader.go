@@ -144,6 +144,12 @@ func (lf *File) ReadColumn(col int, name string, dt arrow.DataType, mem memory.A
 		}
 	}()
 	var total uint64
+	for _, p := range lf.cols[col].Pages {
+		total += p.Length
+	}
+	if total != lf.Rows {
+		return nil, lf.corrupt("column %q has %d rows, file has %d", name, total, lf.Rows)
+	}
 	for pi, p := range lf.cols[col].Pages {
 		typeURL, body, err := lancepb.DecodeAny(p.Encoding)
 		if err != nil {
@@ -170,11 +176,11 @@ func (lf *File) ReadColumn(col int, name string, dt arrow.DataType, mem memory.A
 		if err != nil {
 			return nil, fmt.Errorf("%s: column %q page %d: %w", lf.path, name, pi, err)
 		}
+		if arr.Len() != int(p.Length) {
+			arr.Release()
+			return nil, lf.corrupt("column %q page %d decoded %d rows, its header says %d", name, pi, arr.Len(), p.Length)
+		}
 		parts = append(parts, arr)
-		total += p.Length
-	}
-	if total != lf.Rows {
-		return nil, lf.corrupt("column %q has %d rows, file has %d", name, total, lf.Rows)
 	}
 	if len(parts) == 0 {
 		return array.MakeArrayOfNull(mem, dt, 0), nil

@@ -1,0 +1,349 @@
+package lancefile
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/walctl/walctl/internal/core/lance/lancepb"
+)
+
+// decodePage21 turns one file-format-2.1 page into an Arrow array. It
+// decodes the uncompressed layouts walctl writes (mini-block, full-zip and
+// all-null pages of a flat column); compressed or dictionary-encoded pages,
+// repetition levels and blob pages fail with ErrUnsupported naming what was
+// found, which the caller completes with file and column.
+func decodePage21(body []byte, bufs [][]byte, n int, dt arrow.DataType, mem memory.Allocator) (arrow.Array, error) {
+	pl, err := lancepb.DecodePageLayout(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(pl.Layers) > 1 {
+		return nil, fmt.Errorf("page with %d repetition/definition layers (nested data): %w", len(pl.Layers), ErrUnsupported)
+	}
+	switch pl.Kind {
+	case lancepb.LayoutAllNull:
+		if pl.HasConstant {
+			return nil, fmt.Errorf("constant layout with a value or levels: %w", ErrUnsupported)
+		}
+		return array.MakeArrayOfNull(mem, dt, n), nil
+	case lancepb.LayoutMiniBlock:
+		return decodeMiniBlock(pl, bufs, n, dt)
+	case lancepb.LayoutFullZip:
+		return decodeFullZip(pl, bufs, n, dt)
+	case lancepb.LayoutBlob:
+		return nil, fmt.Errorf("blob layout: %w", ErrUnsupported)
+	}
+	return nil, fmt.Errorf("page layout %d: %w", pl.Kind, ErrUnsupported)
+}
+
+// checkValues21 verifies that a value encoding is one walctl decodes and
+// matches dt; it returns the bits of one value (0 for variable width) or,
+// for variable width, the offset bits as a negative number.
+func checkValues21(c *lancepb.Compressive, dt arrow.DataType) (int, error) {
+	if what := c.Unsupported(); what != "" {
+		return 0, fmt.Errorf("%s: %w", what, ErrUnsupported)
+	}
+	if isBinary(dt) {
+		if c.Kind != lancepb.CompVariable || (c.Offsets.BitsPerValue != 32 && c.Offsets.BitsPerValue != 64) {
+			return 0, fmt.Errorf("%s column encoded as kind %d: %w", dt, c.Kind, ErrUnsupported)
+		}
+		return -int(c.Offsets.BitsPerValue), nil
+	}
+	want := uint64(bitsPerValue(dt))
+	got := c.BitsPerValue
+	if c.Kind == lancepb.CompFixedSizeList {
+		got = c.Values.BitsPerValue * c.ItemsPerValue
+	} else if c.Kind != lancepb.CompFlat {
+		return 0, fmt.Errorf("%s column encoded as kind %d: %w", dt, c.Kind, ErrUnsupported)
+	}
+	if got != want {
+		return 0, fmt.Errorf("values of %d bits do not match %s: %w", got, dt, ErrUnsupported)
+	}
+	return int(want), nil
+}
+
+// builder21 collects the rows of one page.
+type builder21 struct {
+	dt       arrow.DataType
+	bits     int // bits per fixed-width value; 0 for variable width
+	n, row   int
+	validity []byte
+	nulls    int
+	values   []byte  // fixed width, bit-packed for booleans
+	offs     []int64 // variable width: n+1 offsets into data
+	data     []byte
+}
+
+func newBuilder21(dt arrow.DataType, bits, n int) *builder21 {
+	b := &builder21{dt: dt, bits: bits, n: n, validity: make([]byte, (n+7)/8)}
+	if bits > 0 {
+		b.values = make([]byte, (n*bits+7)/8)
+	} else {
+		b.offs = make([]int64, 1, n+1)
+	}
+	return b
+}
+
+func (b *builder21) setValid(i int, valid bool) {
+	if valid {
+		bitutil.SetBit(b.validity, b.row+i)
+	} else {
+		b.nulls++
+	}
+}
+
+// fixed appends count values from src (bit-packed from bit 0 for booleans).
+func (b *builder21) fixed(src []byte, count int) error {
+	need := (count*b.bits + 7) / 8
+	if len(src) < need || b.row+count > b.n {
+		return fmt.Errorf("%d value bytes for %d values of %s: %w", len(src), count, b.dt, ErrCorrupt)
+	}
+	if b.bits%8 == 0 {
+		copy(b.values[b.row*b.bits/8:], src[:need])
+	} else {
+		bitutil.CopyBitmap(src, 0, count, b.values, b.row)
+	}
+	b.row += count
+	return nil
+}
+
+// variable appends one value (nil for a null).
+func (b *builder21) variable(v []byte) {
+	b.data = append(b.data, v...)
+	b.offs = append(b.offs, int64(len(b.data)))
+	b.row++
+}
+
+func (b *builder21) finish() (arrow.Array, error) {
+	if b.row != b.n {
+		return nil, fmt.Errorf("page holds %d values, its header says %d rows: %w", b.row, b.n, ErrCorrupt)
+	}
+	if b.bits > 0 {
+		return fixedArray(b.dt, b.n, b.validity, b.nulls, b.values), nil
+	}
+	return binaryArray(b.dt, b.offs, b.data, b.validity, b.nulls)
+}
+
+// miniBlockMaxCount is the most values a chunk's 4-bit log2 can announce.
+const miniBlockMaxCount = 1 << 15
+
+// decodeMiniBlock decodes buffer 1's chunks as described by buffer 0's
+// u16 words ((8-byte words - 1) << 4 | log2 values; the last chunk holds
+// the rest of the page).
+func decodeMiniBlock(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataType) (arrow.Array, error) {
+	switch {
+	case pl.Rep != nil || pl.RepIndexDepth > 0:
+		return nil, fmt.Errorf("mini-block page with repetition levels: %w", ErrUnsupported)
+	case pl.HasDictionary:
+		return nil, fmt.Errorf("dictionary-encoded mini-block page: %w", ErrUnsupported)
+	case pl.HasLargeChunk:
+		return nil, fmt.Errorf("mini-block page with large (2.2) chunks: %w", ErrUnsupported)
+	case pl.Def != nil && (pl.Def.Kind != lancepb.CompFlat || pl.Def.BitsPerValue != 16 || pl.Def.Compressed):
+		return nil, fmt.Errorf("definition levels (%s): %w", describe21(pl.Def), ErrUnsupported)
+	case pl.Value == nil:
+		return nil, fmt.Errorf("mini-block page without a value encoding: %w", ErrCorrupt)
+	case pl.NumBuffers != 1:
+		return nil, fmt.Errorf("mini-block page with %d buffers per chunk: %w", pl.NumBuffers, ErrUnsupported)
+	case pl.NumItems != uint64(n) || len(bufs) < 2 || len(bufs[0])%2 != 0:
+		return nil, fmt.Errorf("mini-block page of %d items for %d rows with %d buffers: %w", pl.NumItems, n, len(bufs), ErrCorrupt)
+	}
+	meta, chunks := bufs[0], bufs[1]
+	if n > len(meta)/2*miniBlockMaxCount {
+		return nil, fmt.Errorf("%d chunks cannot hold %d rows: %w", len(meta)/2, n, ErrCorrupt)
+	}
+	bits, err := checkValues21(pl.Value, dt)
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder21(dt, max(bits, 0), n)
+	hasDef := pl.Def != nil
+	header := pad8(4 + 2*btoi(hasDef))
+	for w := 0; w < len(meta); w += 2 {
+		word := binary.LittleEndian.Uint16(meta[w:])
+		size := (int(word>>4) + 1) * miniBlockAlign
+		count := 1 << (word & 0xf)
+		if w == len(meta)-2 {
+			count = n - b.row
+		}
+		if count <= 0 || b.row+count > n || size > len(chunks) || size < header {
+			return nil, fmt.Errorf("mini-block chunk %d (%d values, %d bytes) overruns the page: %w", w/2, count, size, ErrCorrupt)
+		}
+		chunk := chunks[:size]
+		chunks = chunks[size:]
+		levels := int(binary.LittleEndian.Uint16(chunk))
+		var defSize, pos int
+		if hasDef {
+			defSize = int(binary.LittleEndian.Uint16(chunk[2:]))
+			if levels != count || defSize < 2*count {
+				return nil, fmt.Errorf("mini-block chunk %d has %d levels in %d bytes for %d values: %w", w/2, levels, defSize, count, ErrCorrupt)
+			}
+		}
+		valueSize := int(binary.LittleEndian.Uint16(chunk[2+2*btoi(hasDef):]))
+		pos = header + pad8(defSize)
+		if pos+valueSize > len(chunk) {
+			return nil, fmt.Errorf("mini-block chunk %d: buffers overrun its %d bytes: %w", w/2, size, ErrCorrupt)
+		}
+		for i := range count {
+			b.setValid(i, !hasDef || binary.LittleEndian.Uint16(chunk[header+2*i:]) == 0)
+		}
+		value := chunk[pos : pos+valueSize]
+		if bits > 0 {
+			err = b.fixed(value, count)
+		} else {
+			err = chunkValues(b, value, count, -bits/8)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mini-block chunk %d: %w", w/2, err)
+		}
+	}
+	return b.finish()
+}
+
+// chunkValues appends the count values of a variable-width chunk buffer:
+// count+1 offsets (relative to the buffer) followed by the bytes.
+func chunkValues(b *builder21, buf []byte, count, width int) error {
+	if len(buf) < (count+1)*width {
+		return fmt.Errorf("%d bytes for %d offsets: %w", len(buf), count+1, ErrCorrupt)
+	}
+	at := func(i int) uint64 {
+		if width == 8 {
+			return binary.LittleEndian.Uint64(buf[8*i:])
+		}
+		return uint64(binary.LittleEndian.Uint32(buf[4*i:]))
+	}
+	prev := at(0)
+	for i := 1; i <= count; i++ {
+		o := at(i)
+		if o < prev || o > uint64(len(buf)) {
+			return fmt.Errorf("offset %d out of order or beyond %d bytes: %w", o, len(buf), ErrCorrupt)
+		}
+		b.variable(buf[prev:o])
+		prev = o
+	}
+	return nil
+}
+
+// decodeFullZip decodes buffer 0: per row an optional control word (the
+// definition level) and the value, fixed width or length-prefixed.
+func decodeFullZip(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataType) (arrow.Array, error) {
+	switch {
+	case pl.BitsRep != 0:
+		return nil, fmt.Errorf("full-zip page with repetition levels: %w", ErrUnsupported)
+	case pl.BitsDef > 8:
+		return nil, fmt.Errorf("full-zip page with %d-bit definition levels: %w", pl.BitsDef, ErrUnsupported)
+	case pl.Value == nil || len(bufs) < 1 || pl.NumItems != uint64(n):
+		return nil, fmt.Errorf("full-zip page of %d items for %d rows: %w", pl.NumItems, n, ErrCorrupt)
+	}
+	bits, err := checkValues21(pl.Value, dt)
+	if err != nil {
+		return nil, err
+	}
+	ctrl := btoi(pl.BitsDef > 0)
+	buf := bufs[0]
+	if bits > 0 {
+		width := bits / 8
+		if bits%8 != 0 || uint64(bits) != pl.BitsPerValue {
+			return nil, fmt.Errorf("full-zip values of %d bits for %s: %w", pl.BitsPerValue, dt, ErrUnsupported)
+		}
+		stride := ctrl + width
+		if len(buf) < n*stride {
+			return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values of %d: %w", len(buf), n, stride, ErrCorrupt)
+		}
+		if ctrl == 0 {
+			return fixedArray(dt, n, nil, 0, buf[:n*width]), nil
+		}
+		b := newBuilder21(dt, bits, n)
+		for i := range n {
+			row := buf[i*stride:]
+			b.setValid(i, row[0] == 0)
+		}
+		for i := range n {
+			copy(b.values[i*width:], buf[i*stride+1:(i+1)*stride])
+		}
+		b.row = n
+		return b.finish()
+	}
+	width := -bits / 8
+	if n > len(buf) {
+		return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values: %w", len(buf), n, ErrCorrupt)
+	}
+	if uint64(8*width) != pl.BitsPerOffset {
+		return nil, fmt.Errorf("full-zip lengths of %d bits, encoding says %d: %w", pl.BitsPerOffset, 8*width, ErrUnsupported)
+	}
+	var index []byte
+	if len(bufs) > 1 {
+		index = bufs[1]
+	}
+	iw := len(index) / (n + 1)
+	if len(index) != iw*(n+1) || (iw != 1 && iw != 2 && iw != 4 && iw != 8) {
+		return nil, fmt.Errorf("full-zip repetition index of %d bytes for %d rows: %w", len(index), n, ErrCorrupt)
+	}
+	rowStart := func(i int) uint64 {
+		switch iw {
+		case 1:
+			return uint64(index[i])
+		case 2:
+			return uint64(binary.LittleEndian.Uint16(index[2*i:]))
+		case 4:
+			return uint64(binary.LittleEndian.Uint32(index[4*i:]))
+		}
+		return binary.LittleEndian.Uint64(index[8*i:])
+	}
+	size := len(buf)
+	b := newBuilder21(dt, 0, n)
+	for i := range n {
+		if rowStart(i) != uint64(size-len(buf)) {
+			return nil, fmt.Errorf("full-zip repetition index puts row %d at byte %d, it is at %d: %w", i, rowStart(i), size-len(buf), ErrCorrupt)
+		}
+		valid := true
+		if ctrl > 0 {
+			if len(buf) < 1 {
+				return nil, fmt.Errorf("full-zip buffer ends at row %d of %d: %w", i, n, ErrCorrupt)
+			}
+			valid, buf = buf[0] == 0, buf[1:]
+		}
+		b.setValid(0, valid)
+		if !valid {
+			b.variable(nil)
+			continue
+		}
+		if len(buf) < width {
+			return nil, fmt.Errorf("full-zip buffer ends at row %d of %d: %w", i, n, ErrCorrupt)
+		}
+		var l uint64
+		if width == 8 {
+			l = binary.LittleEndian.Uint64(buf)
+		} else {
+			l = uint64(binary.LittleEndian.Uint32(buf))
+		}
+		buf = buf[width:]
+		if l > uint64(len(buf)) {
+			return nil, fmt.Errorf("full-zip value of %d bytes at row %d overruns the page: %w", l, i, ErrCorrupt)
+		}
+		b.variable(buf[:l])
+		buf = buf[l:]
+	}
+	if rowStart(n) != uint64(size-len(buf)) {
+		return nil, fmt.Errorf("full-zip repetition index ends at byte %d, values at %d: %w", rowStart(n), size-len(buf), ErrCorrupt)
+	}
+	return b.finish()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func describe21(c *lancepb.Compressive) string {
+	if what := c.Unsupported(); what != "" {
+		return what
+	}
+	return fmt.Sprintf("kind %d of %d bits", c.Kind, c.BitsPerValue)
+}

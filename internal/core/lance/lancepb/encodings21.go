@@ -1,0 +1,306 @@
+package lancepb
+
+import "fmt"
+
+// RepDefLayer is lance.encodings21.RepDefLayer: the meaning of one
+// repetition/definition layer of a page.
+type RepDefLayer uint64
+
+// The layers walctl writes: flat columns have exactly one item layer.
+const (
+	LayerAllValidItem RepDefLayer = 1
+	LayerNullableItem RepDefLayer = 3
+)
+
+// Page layouts (field numbers of lance.encodings21.PageLayout's oneof).
+const (
+	LayoutMiniBlock = 1
+	LayoutAllNull   = 2 // ConstantLayout in file format 2.2 and later
+	LayoutFullZip   = 3
+	LayoutBlob      = 4
+)
+
+// Compressive encodings (field numbers of lance.encodings21.CompressiveEncoding's
+// oneof) that walctl writes and reads.
+const (
+	CompFlat          = 1
+	CompVariable      = 2
+	CompFixedSizeList = 11
+)
+
+var compNames21 = map[int]string{
+	3: "constant", 4: "out_of_line_bitpacking", 5: "inline_bitpacking", 6: "fsst",
+	7: "dictionary", 8: "rle", 9: "byte_stream_split", 10: "general",
+	12: "packed_struct", 13: "variable_packed_struct",
+}
+
+// Compressive is the subset of lance.encodings21.CompressiveEncoding walctl
+// writes and reads: flat, variable (with flat offsets) and fixed_size_list.
+// Any other kind decodes with Kind set and Unsupported naming it.
+type Compressive struct {
+	Kind int
+	// Flat.
+	BitsPerValue uint64
+	// Compressed is set when a flat buffer or variable values carry a
+	// BufferCompression (lz4, zstd).
+	Compressed bool
+	// Variable.
+	Offsets *Compressive
+	// FixedSizeList.
+	ItemsPerValue uint64
+	HasValidity   bool
+	Values        *Compressive
+}
+
+// Flat21 returns an uncompressed flat encoding of bits per value.
+func Flat21(bits uint64) *Compressive { return &Compressive{Kind: CompFlat, BitsPerValue: bits} }
+
+// Encode returns the wire form of c.
+func (c *Compressive) Encode() []byte {
+	var e Enc
+	switch c.Kind {
+	case CompFlat:
+		e.Message(CompFlat, func(s *Enc) { s.Uint(1, c.BitsPerValue) })
+	case CompVariable:
+		e.Message(CompVariable, func(s *Enc) { s.OptBytes(1, c.Offsets.Encode()) })
+	case CompFixedSizeList:
+		e.Message(CompFixedSizeList, func(s *Enc) {
+			s.Uint(1, c.ItemsPerValue)
+			s.OptBytes(2, c.Values.Encode())
+			s.Bool(3, c.HasValidity)
+		})
+	}
+	return e.B
+}
+
+// Unsupported describes the first part of c walctl cannot decode, or "".
+func (c *Compressive) Unsupported() string {
+	if c == nil {
+		return "missing compressive encoding"
+	}
+	switch c.Kind {
+	case CompFlat:
+		if c.Compressed {
+			return "flat buffer with general compression"
+		}
+		return ""
+	case CompVariable:
+		if c.Compressed {
+			return "variable values with general compression"
+		}
+		if c.Offsets == nil || c.Offsets.Kind != CompFlat || c.Offsets.Compressed {
+			return "variable encoding with compressed offsets"
+		}
+		return ""
+	case CompFixedSizeList:
+		if c.HasValidity {
+			return "fixed_size_list with item validity"
+		}
+		if c.Values == nil || c.Values.Kind != CompFlat {
+			return "nested fixed_size_list"
+		}
+		return c.Values.Unsupported()
+	}
+	if n, ok := compNames21[c.Kind]; ok {
+		return n + " compression"
+	}
+	return fmt.Sprintf("compressive encoding %d", c.Kind)
+}
+
+// DecodeCompressive parses a lance.encodings21.CompressiveEncoding.
+func DecodeCompressive(b []byte) (*Compressive, error) {
+	c := &Compressive{}
+	err := Walk(b, func(x WireField) error {
+		c.Kind = int(x.Num)
+		switch x.Num {
+		case CompFlat:
+			return Walk(x.B, func(y WireField) error {
+				switch y.Num {
+				case 1:
+					c.BitsPerValue = y.U
+				case 2:
+					c.Compressed = true
+				}
+				return nil
+			})
+		case CompVariable:
+			return Walk(x.B, func(y WireField) error {
+				var err error
+				switch y.Num {
+				case 1:
+					c.Offsets, err = DecodeCompressive(y.B)
+				case 2:
+					c.Compressed = true
+				}
+				return err
+			})
+		case CompFixedSizeList:
+			return Walk(x.B, func(y WireField) error {
+				var err error
+				switch y.Num {
+				case 1:
+					c.ItemsPerValue = y.U
+				case 2:
+					c.Values, err = DecodeCompressive(y.B)
+				case 3:
+					c.HasValidity = y.U != 0
+				}
+				return err
+			})
+		}
+		return nil
+	})
+	return c, err
+}
+
+// PageLayout is lance.encodings21.PageLayout with the fields of the layouts
+// walctl writes (mini-block, all-null, full-zip). Kind is the oneof field.
+type PageLayout struct {
+	Kind   int
+	Layers []RepDefLayer
+	// Mini-block.
+	Rep, Def, Value *Compressive
+	// HasDictionary is set for a dictionary-encoded mini-block page.
+	HasDictionary      bool
+	NumBuffers         uint64
+	RepIndexDepth      uint64
+	NumItems           uint64
+	HasLargeChunk      bool
+	NumDictionaryItems uint64
+	// Full-zip (Value and NumItems are shared with mini-block).
+	BitsRep, BitsDef uint64
+	// BitsPerValue (fixed width) or BitsPerOffset (variable width), as the
+	// oneof says.
+	BitsPerValue, BitsPerOffset uint64
+	NumVisibleItems             uint64
+	// HasConstant is set when an all-null layout carries a 2.2 constant
+	// value or its own repetition/definition buffers.
+	HasConstant bool
+}
+
+func layerUints(ls []RepDefLayer) []uint64 {
+	out := make([]uint64, len(ls))
+	for i, l := range ls {
+		out[i] = uint64(l)
+	}
+	return out
+}
+
+// Encode returns the wire form of p.
+func (p *PageLayout) Encode() []byte {
+	var e Enc
+	switch p.Kind {
+	case LayoutMiniBlock:
+		e.Message(LayoutMiniBlock, func(s *Enc) {
+			if p.Rep != nil {
+				s.OptBytes(1, p.Rep.Encode())
+			}
+			if p.Def != nil {
+				s.OptBytes(2, p.Def.Encode())
+			}
+			s.OptBytes(3, p.Value.Encode())
+			s.PackedUint(6, layerUints(p.Layers))
+			s.Uint(7, p.NumBuffers)
+			s.Uint(8, p.RepIndexDepth)
+			s.Uint(9, p.NumItems)
+		})
+	case LayoutAllNull:
+		e.Message(LayoutAllNull, func(s *Enc) { s.PackedUint(5, layerUints(p.Layers)) })
+	case LayoutFullZip:
+		e.Message(LayoutFullZip, func(s *Enc) {
+			s.Uint(1, p.BitsRep)
+			s.Uint(2, p.BitsDef)
+			if p.BitsPerOffset != 0 {
+				s.OptUint(4, p.BitsPerOffset)
+			} else {
+				s.OptUint(3, p.BitsPerValue)
+			}
+			s.Uint(5, p.NumItems)
+			s.Uint(6, p.NumVisibleItems)
+			s.OptBytes(7, p.Value.Encode())
+			s.PackedUint(8, layerUints(p.Layers))
+		})
+	}
+	return e.B
+}
+
+func decodeLayers(f WireField, dst []RepDefLayer) ([]RepDefLayer, error) {
+	us, err := f.Uints(nil)
+	for _, u := range us {
+		dst = append(dst, RepDefLayer(u))
+	}
+	return dst, err
+}
+
+// DecodePageLayout parses a lance.encodings21.PageLayout. Layouts other than
+// the three walctl writes decode with only Kind set.
+func DecodePageLayout(b []byte) (*PageLayout, error) {
+	p := &PageLayout{}
+	err := Walk(b, func(x WireField) error {
+		p.Kind = int(x.Num)
+		switch x.Num {
+		case LayoutMiniBlock:
+			return Walk(x.B, func(y WireField) error {
+				var err error
+				switch y.Num {
+				case 1:
+					p.Rep, err = DecodeCompressive(y.B)
+				case 2:
+					p.Def, err = DecodeCompressive(y.B)
+				case 3:
+					p.Value, err = DecodeCompressive(y.B)
+				case 4:
+					p.HasDictionary = true
+				case 5:
+					p.NumDictionaryItems = y.U
+				case 6:
+					p.Layers, err = decodeLayers(y, p.Layers)
+				case 7:
+					p.NumBuffers = y.U
+				case 8:
+					p.RepIndexDepth = y.U
+				case 9:
+					p.NumItems = y.U
+				case 10:
+					p.HasLargeChunk = y.U != 0
+				}
+				return err
+			})
+		case LayoutAllNull:
+			return Walk(x.B, func(y WireField) error {
+				var err error
+				if y.Num == 5 {
+					p.Layers, err = decodeLayers(y, p.Layers)
+				} else if y.Num > 5 {
+					p.HasConstant = true
+				}
+				return err
+			})
+		case LayoutFullZip:
+			return Walk(x.B, func(y WireField) error {
+				var err error
+				switch y.Num {
+				case 1:
+					p.BitsRep = y.U
+				case 2:
+					p.BitsDef = y.U
+				case 3:
+					p.BitsPerValue = y.U
+				case 4:
+					p.BitsPerOffset = y.U
+				case 5:
+					p.NumItems = y.U
+				case 6:
+					p.NumVisibleItems = y.U
+				case 7:
+					p.Value, err = DecodeCompressive(y.B)
+				case 8:
+					p.Layers, err = decodeLayers(y, p.Layers)
+				}
+				return err
+			})
+		}
+		return nil
+	})
+	return p, err
+}
