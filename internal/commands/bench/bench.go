@@ -20,7 +20,7 @@ func NewCmdBench(f *cmdutil.Factory) *cobra.Command {
 		Use:   "bench <command>",
 		Short: "Measure WAL and Lance throughput against this machine's disk",
 	}
-	cmd.AddCommand(NewCmdWAL(f, nil))
+	cmd.AddCommand(NewCmdWAL(f, nil), NewCmdLance(f, nil))
 	return cmd
 }
 
