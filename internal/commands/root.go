@@ -26,6 +26,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/table"
 	"github.com/walctl/walctl/internal/commands/version"
 	"github.com/walctl/walctl/internal/commands/walcmd"
+	"github.com/walctl/walctl/internal/commands/worker"
 	"github.com/walctl/walctl/internal/core/failpoint"
 )
 
@@ -116,6 +117,7 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 		publishcmd.NewCmdPrepare(f, nil),
 		publishcmd.NewCmdPublish(f, nil),
 		bench.NewCmdBench(f),
+		worker.NewCmdWorker(f),
 		completion.NewCmdCompletion(),
 		man.NewCmdMan(),
 	)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,3 +97,43 @@ func (f *Factory) WAL(ctx context.Context) (wal.Log, error) {
 
 // Timeout is --command-timeout.
 func (f *Factory) Timeout() time.Duration { return f.Config.Global.CommandTimeout }
+
+// ShareLocalWAL serves the in-process WAL engine, when that is what this
+// process holds, over Arrow Flight on a loopback port and publishes the
+// address in <wal dir>/ENDPOINT, so that other walctl commands on the same
+// data dir reach it instead of being refused by the directory lock. It does
+// nothing when the WAL is a remote server. The server stops when the factory
+// closes.
+func (f *Factory) ShareLocalWAL(ctx context.Context) error {
+	log, err := f.WAL(ctx)
+	if err != nil {
+		return err
+	}
+	if _, local := log.(*wal.Engine); !local {
+		return nil
+	}
+	srv, err := walflight.NewServer(log, walflight.ServerOptions{Token: f.Config.Global.WALToken, Logger: f.Logger})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = srv.Serve(lis) }()
+	path := filepath.Join(f.WALDir(), WALEndpointFile)
+	if err := os.WriteFile(path, []byte(lis.Addr().String()+"\n"), 0o644); err != nil {
+		lis.Close()
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Closers run newest first: the server stops before the engine closes.
+	f.closers = append(f.closers, func() {
+		_ = os.Remove(path)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	})
+	return nil
+}

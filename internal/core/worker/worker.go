@@ -1,0 +1,174 @@
+// Package worker is `walctl worker run`'s core: a long-running
+// materializer that keeps an application-authorized fixed set of tables
+// published (DESIGN.md §3 rules 1, 2, 10 and 12).
+//
+// Each table has one goroutine that loops, Kubernetes-controller style, on
+// an injected clock:
+//
+//   - look: the busy hint (free: no etcd call) and, for a table this worker
+//     has seen before, the WAL's pending sealed work above the watermarks
+//     last seen; a busy or idle table is looked at again after PollInterval;
+//   - claim: wait for one of MaxConcurrentTables slots, then
+//     publish.Publisher.Acquire (claim + publisher epoch);
+//   - hold: run rounds, each within one of MaxConcurrentRounds global slots,
+//     back to back while there is work and every PollInterval while idle;
+//   - release at the end of the claim's slice, after IdleRelease, after a
+//     data-integrity error (then wait CorruptBackoff), or on shutdown.
+//
+// A round runs on the claim's context: when the claim is lost (revoked,
+// expired, replaced, or a newer epoch fences the table) the round stops at
+// its next step and the table goes back to being competed for; the commit
+// checks against the table's exact parent version are what keep it safe.
+//
+// Rounds have no total runtime ceiling (issue 7: ordinary worker rounds get
+// the idle and cancel guards, not a ceiling): a round is cancelled only by
+// the loss of its claim, or by shutdown once ShutdownGrace has passed.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/publish"
+)
+
+// errShutdownGrace cancels rounds still running ShutdownGrace after
+// shutdown began.
+var errShutdownGrace = fmt.Errorf("worker shutdown grace is over: %w", context.Canceled)
+
+// Worker publishes a fixed set of tables with one Publisher. Make it with
+// New and start it with Run.
+type Worker struct {
+	pub *publish.Publisher
+	co  *coord.Client
+	cfg Config
+
+	// Set by Run.
+	log       *slog.Logger
+	m         *Metrics
+	tables    *semaphore.Weighted // MaxConcurrentTables
+	rounds    *semaphore.Weighted // MaxConcurrentRounds
+	roundBase context.Context     // detached from shutdown, cancelled after the grace
+	policy    holdPolicy
+}
+
+// New returns a worker publishing cfg.Tables through pub, whose claims live
+// in co. Configuration is checked by Run.
+func New(pub *publish.Publisher, co *coord.Client, cfg Config) *Worker {
+	return &Worker{pub: pub, co: co, cfg: cfg}
+}
+
+// Run publishes the configured tables until ctx is cancelled, then shuts
+// down and returns nil. It returns an error (wrapping errs.ErrInvalid) only
+// for a bad Config, before doing anything. Failures while running are
+// logged, counted in Metrics and retried with backoff; they never end Run.
+//
+// On cancellation of ctx (SIGTERM in the CLI) Run stops taking work: no new
+// claim and no new round is started, waits stop at once. Rounds already
+// admitted run to completion on a context detached from ctx (a commit is
+// never cut off by the signal) but bound to their claim; after
+// ShutdownGrace they are cancelled too, at their next step. Run then joins
+// every table goroutine, releases every claim it holds (revoking its lease,
+// each bounded by ReleaseTimeout even though ctx is done; a failed
+// revocation is logged and the lease expires within its TTL) and returns
+// nil. A Run may be called once per Worker.
+func (w *Worker) Run(ctx context.Context) error {
+	cfg, err := w.cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	w.cfg, w.log, w.m = cfg, cfg.Logger, cfg.Metrics
+	w.tables = semaphore.NewWeighted(int64(cfg.MaxConcurrentTables))
+	w.rounds = semaphore.NewWeighted(int64(cfg.MaxConcurrentRounds))
+	w.policy = holdPolicy{slice: cfg.Slice, idle: cfg.IdleRelease}
+	roundBase, cancelRounds := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelRounds(nil)
+	w.roundBase = roundBase
+
+	w.log.Info("worker starting", "tables", cfg.Tables,
+		"max_concurrent_tables", cfg.MaxConcurrentTables, "max_concurrent_rounds", cfg.MaxConcurrentRounds,
+		"poll_interval", cfg.PollInterval, "slice_rounds", cfg.Slice.MaxRounds, "slice_duration", cfg.Slice.MaxDuration)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { w.keepHint(ctx) })
+	for _, table := range cfg.Tables {
+		tl := &tableLoop{
+			w: w, table: table, log: w.log.With("table", table),
+			transient: backoff{base: cfg.PollInterval, max: cfg.ErrorBackoff},
+			severe:    backoff{base: cfg.CorruptBackoff, max: cfg.MaxCorruptBackoff},
+		}
+		wg.Go(func() { tl.run(ctx) })
+	}
+
+	joined := make(chan struct{})
+	var graceWG sync.WaitGroup
+	graceWG.Go(func() {
+		select {
+		case <-joined:
+			return
+		case <-ctx.Done():
+		}
+		w.log.Info("shutting down: no new claims or rounds; admitted rounds may finish",
+			"grace", cfg.ShutdownGrace, "cause", context.Cause(ctx))
+		if cfg.ShutdownGrace < 0 {
+			return
+		}
+		t := cfg.Clock.NewTimer(cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-joined:
+		case <-t.C():
+			w.log.Warn("shutdown grace over: cancelling rounds still running", "grace", cfg.ShutdownGrace)
+			cancelRounds(errShutdownGrace)
+		}
+	})
+	wg.Wait()
+	close(joined)
+	graceWG.Wait()
+	w.log.Info("worker stopped; every claim released")
+	return nil
+}
+
+// keepHint starts the client's process-wide busy hint (DESIGN.md §3 rule
+// 2). Until it is running, busy probes fall back to serializable keys-only
+// reads (still no quorum, no lease); it is retried with backoff. The hint
+// outlives Run (it runs until the coord.Client is closed) because other
+// users of the client rely on it too.
+func (w *Worker) keepHint(ctx context.Context) {
+	b := backoff{base: w.cfg.PollInterval, max: w.cfg.ErrorBackoff}
+	for {
+		_, err := w.co.StartHint(context.WithoutCancel(ctx))
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		d := b.next()
+		w.log.Warn("busy-table hint not started; busy probes use serializable reads meanwhile", "err", err, "retry_in", d)
+		if !w.sleep(ctx, d, nil) {
+			return
+		}
+	}
+}
+
+// sleep waits d on the injected clock. It returns false, early, when ctx is
+// done or stop is closed.
+func (w *Worker) sleep(ctx context.Context, d time.Duration, stop <-chan struct{}) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := w.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
+}
