@@ -23,6 +23,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/epoch"
 	"github.com/walctl/walctl/internal/commands/man"
 	"github.com/walctl/walctl/internal/commands/publishcmd"
+	"github.com/walctl/walctl/internal/commands/quickstart"
 	"github.com/walctl/walctl/internal/commands/table"
 	"github.com/walctl/walctl/internal/commands/version"
 	"github.com/walctl/walctl/internal/commands/walcmd"
@@ -107,6 +108,7 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 		cmdutil.KeyWAL, cmdutil.KeyLanceRoot)
 
 	root.AddCommand(
+		quickstart.NewCmdQuickstart(f, nil),
 		version.NewCmdVersion(f, nil),
 		configcmd.NewCmdConfig(f),
 		doctor.NewCmdDoctor(f, nil),

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -27,6 +28,8 @@ func TestMain(m *testing.M) {
 //	etcd-start NAME   start a real embedded etcd, export its endpoint as $NAME
 //	wait-file PATH    wait (up to 60 s) until PATH exists
 //	exitcode N CMD…   run CMD (like exec) and require exit status N
+//	wait-published T  wait (up to 60 s) until table T's WAL is fully published
+//	                  and trimmed (every shard trimmed through its last position)
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("..", "..", "testscripts"),
@@ -66,6 +69,23 @@ func TestScripts(t *testing.T) {
 					ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
 				}
 			},
+			"wait-published": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: wait-published TABLE")
+				}
+				deadline := time.Now().Add(time.Minute)
+				for {
+					if ts.Exec("walctl", "wal", "stats", "--table", args[0], "--output", "json") == nil {
+						if fullyTrimmed(ts.ReadFile("stdout")) {
+							return
+						}
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("wait-published %s: timed out", args[0])
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			},
 			"wait-file": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
 					ts.Fatalf("usage: wait-file PATH")
@@ -84,4 +104,24 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// fullyTrimmed reports whether `wal stats --output json` shows every shard
+// with entries trimmed through its last position.
+func fullyTrimmed(statsJSON string) bool {
+	var stats []struct {
+		Shards []struct {
+			LastPosition   uint64 `json:"last_position"`
+			TrimmedThrough uint64 `json:"trimmed_through"`
+		} `json:"shards"`
+	}
+	if json.Unmarshal([]byte(statsJSON), &stats) != nil || len(stats) != 1 {
+		return false
+	}
+	for _, s := range stats[0].Shards {
+		if s.TrimmedThrough != s.LastPosition {
+			return false
+		}
+	}
+	return true
 }

@@ -158,6 +158,10 @@ func verdict(w uint64, claim, fence *uint64) (string, bool) {
 		return fmt.Sprintf("unclaimed and consistent; the next claimant advances to %d and fences", w+1), true
 	case claim == nil:
 		return fmt.Sprintf("unclaimed; epoch %d was taken but not fenced (its holder stopped first); the next claimant fences", w), true
+	case *claim == 0:
+		// Rule 3 in progress: the holder records its epoch only after the
+		// WAL CAS, so 0 is "not yet", not "older than the WAL".
+		return fmt.Sprintf("held; the holder is taking over and has not recorded its epoch yet (WAL at %d, fenced at %d): it records its advanced WAL epoch in the claim, then fences", w, f), true
 	case *claim == w && f == w:
 		return "held and fenced: the claim holder is the table's publisher", true
 	case *claim == w:
