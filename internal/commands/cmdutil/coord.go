@@ -17,6 +17,7 @@ const (
 	KeyPlanMaxGenerations = "publication.max_generations"
 	KeyFileBytes          = "publication.file_bytes"
 	KeyMemoryBudget       = "worker.memory_budget"
+	KeyPipeline           = "worker.publication.pipeline_preparation"
 )
 
 func init() {
@@ -26,6 +27,7 @@ func init() {
 		Setting{Key: KeyPlanMaxGenerations, Default: publish.DefaultMaxPlanGenerations, Usage: "sealed generations one publication may cover"},
 		Setting{Key: KeyFileBytes, Default: int64(publish.DefaultFileBytes), Usage: "target size of one Lance data file"},
 		Setting{Key: KeyMemoryBudget, Default: int64(1 << 30), Usage: "memory budget in bytes shared by all tables of a process (fetched entries and encoder workspace)"},
+		Setting{Key: KeyPipeline, Default: false, Usage: "experimental: stream decoded WAL entries into several Lance file writers of a plan at once instead of fetching each file whole first"},
 	)
 }
 
@@ -61,7 +63,9 @@ func (f *Factory) Owner(kind string) coord.Owner {
 }
 
 // Publisher builds a publisher over the configured WAL, etcd and Lance root.
-func (f *Factory) Publisher(ctx context.Context, owner coord.Owner) (*publish.Publisher, error) {
+// claimOpts are passed to every claim it takes (e.g. the worker's slice, so
+// `claim inspect` shows it).
+func (f *Factory) Publisher(ctx context.Context, owner coord.Owner, claimOpts ...coord.AcquireOption) (*publish.Publisher, error) {
 	log, err := f.WAL(ctx)
 	if err != nil {
 		return nil, err
@@ -77,8 +81,10 @@ func (f *Factory) Publisher(ctx context.Context, owner coord.Owner) (*publish.Pu
 			MaxGenerations: f.Config.Int(KeyPlanMaxGenerations),
 			FileBytes:      f.Config.Int64(KeyFileBytes),
 		},
-		Budget: budget.New(f.Config.Int64(KeyMemoryBudget)),
-		Owner:  owner,
-		Logger: f.Logger,
+		Budget:              budget.New(f.Config.Int64(KeyMemoryBudget)),
+		Permits:             budget.NewPermits(budget.DefaultPermits),
+		PipelinePreparation: f.Config.Bool(KeyPipeline),
+		Owner:               owner,
+		Logger:              f.Logger,
 	}), nil
 }

@@ -92,7 +92,8 @@ worker.shutdown_grace), joins lease renewal, releases its claims and exits 0.`,
 			return runRun(cmd.Context(), opts)
 		},
 	}
-	cmdutil.AddSettingFlags(cmd.Flags(), KeyTables, KeyMaxTables, KeyMaxRounds, KeyPoll, KeySliceTime, KeySliceRounds, KeyIdleRounds, KeyGrace, KeyMetricsListe)
+	cmdutil.AddSettingFlags(cmd.Flags(), KeyTables, KeyMaxTables, KeyMaxRounds, KeyPoll, KeySliceTime, KeySliceRounds, KeyIdleRounds, KeyGrace, KeyMetricsListe,
+		cmdutil.KeyPipeline, cmdutil.KeyMemoryBudget)
 	return cmd
 }
 
@@ -117,7 +118,8 @@ func runRun(ctx context.Context, opts *Options) error {
 	if err := f.ShareLocalWAL(ctx); err != nil {
 		return err
 	}
-	pub, err := f.Publisher(ctx, f.Owner(coord.OwnerWorker))
+	slice := coord.SlicePolicy{MaxRounds: cfg.Int(KeySliceRounds), MaxDuration: cfg.Duration(KeySliceTime)}
+	pub, err := f.Publisher(ctx, f.Owner(coord.OwnerWorker), coord.WithSlice(slice))
 	if err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func runRun(ctx context.Context, opts *Options) error {
 		MaxConcurrentTables: cfg.Int(KeyMaxTables),
 		MaxConcurrentRounds: cfg.Int(KeyMaxRounds),
 		PollInterval:        cfg.Duration(KeyPoll),
-		Slice:               coord.SlicePolicy{MaxRounds: cfg.Int(KeySliceRounds), MaxDuration: cfg.Duration(KeySliceTime)},
+		Slice:               slice,
 		IdleRelease:         coreworker.IdlePolicy{MaxRounds: cfg.Int(KeyIdleRounds)},
 		ShutdownGrace:       cfg.Duration(KeyGrace),
 		Log:                 log,

@@ -99,7 +99,8 @@ func TestLostClaimCancelsRoundInFlight(t *testing.T) {
 	e := newEnv(t, 1, "orders")
 	e.mustProduce("orders", 0, 5, 40)
 	paused, _ := pauseFirstCommit(t)
-	a := e.start("worker-a", publish.Limits{}, Config{Tables: []string{"orders"}, PollInterval: 20 * time.Millisecond})
+	a := e.start("worker-a", publish.Limits{}, Config{Tables: []string{"orders"}, PollInterval: 20 * time.Millisecond,
+		LostBackoff: 50 * time.Millisecond})
 	waitFor(t, 20*time.Second, "the first commit to pause", func() bool { return exists(paused) })
 	first, err := e.co.Get(e.ctx, "orders")
 	if err != nil {

@@ -21,6 +21,7 @@ const (
 	DefaultErrorBackoff      = 30 * time.Second
 	DefaultCorruptBackoff    = 2 * time.Minute
 	DefaultMaxCorruptBackoff = time.Hour
+	DefaultLostBackoff       = 10 * time.Second
 	DefaultShutdownGrace     = 25 * time.Second
 	DefaultReleaseTimeout    = 10 * time.Second
 )
@@ -50,9 +51,10 @@ type Config struct {
 	// Default 1s.
 	PollInterval time.Duration
 	// IdleRelease releases a held claim once the table has been idle long
-	// enough, so that ownership can move. A released table is claimed again
-	// only when the WAL shows sealed work above the watermarks last seen,
-	// so an idle table is not fenced (a Lance version) over and over.
+	// enough, so that ownership can move. An unclaimed table is claimed
+	// only when the WAL shows sealed work above its watermarks (those last
+	// seen, or read from the table's latest Lance version), so an idle table
+	// is not claimed and fenced — a Lance version each time — over and over.
 	IdleRelease IdlePolicy
 	// Slice bounds how long a claim is held (rounds, or time on Clock); the
 	// worker releases at its end even with work pending, then competes for
@@ -70,6 +72,11 @@ type Config struct {
 	// 2 minutes and 1 hour.
 	CorruptBackoff    time.Duration
 	MaxCorruptBackoff time.Duration
+	// LostBackoff is how long the worker leaves a table to others after
+	// losing its claim (revoked, expired, or fenced by a newer epoch), so
+	// that a revocation actually moves the table; a table nobody else takes
+	// is claimed again after it. Default 10s.
+	LostBackoff time.Duration
 	// ShutdownGrace is how long rounds admitted before shutdown may run on
 	// after Run's context is cancelled; then their context is cancelled too
 	// (they stop at the next step, and a commit in flight is resolved by
@@ -79,8 +86,9 @@ type Config struct {
 	// its table loop ends, including at shutdown. Default 10s.
 	ReleaseTimeout time.Duration
 	// Log is the WAL the Publisher was built on. Required: the worker asks
-	// it, once per non-idle round and before re-claiming a released table,
-	// for the sealed work pending above the watermarks (the lag metric).
+	// it (Stats) for the sealed work pending above the watermarks once per
+	// non-idle round (the lag metric) and at every look at an unclaimed
+	// table.
 	Log wal.Log
 	// Clock drives every wait of the worker (default the real clock).
 	Clock clock.Clock
@@ -125,6 +133,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.ErrorBackoff = max(orDefault(cfg.ErrorBackoff, DefaultErrorBackoff), cfg.PollInterval)
 	cfg.CorruptBackoff = orDefault(cfg.CorruptBackoff, DefaultCorruptBackoff)
 	cfg.MaxCorruptBackoff = max(orDefault(cfg.MaxCorruptBackoff, DefaultMaxCorruptBackoff), cfg.CorruptBackoff)
+	cfg.LostBackoff = orDefault(cfg.LostBackoff, DefaultLostBackoff)
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}

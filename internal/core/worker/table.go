@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
@@ -19,8 +20,9 @@ type tableLoop struct {
 
 	transient backoff // transient errors, from PollInterval to ErrorBackoff
 	severe    backoff // data-integrity errors, from CorruptBackoff to MaxCorruptBackoff
-	// seen holds the watermarks of the last round this worker ran on the
-	// table; nil until then and after a severe error.
+	// seen holds the table's watermarks as last seen by this worker (a
+	// round's result, or a read of its latest version); nil at first and
+	// after a severe error.
 	seen publish.Watermarks
 }
 
@@ -41,14 +43,10 @@ func (t *tableLoop) look(ctx context.Context) time.Duration {
 	} else if busy {
 		return poll
 	}
-	if t.seen != nil {
-		pending, err := t.pending(ctx, t.seen)
-		if err != nil {
-			return t.failed(ctx, "pending work probe", err)
-		}
-		if pending.gens == 0 && !pending.behindTrim {
-			return poll
-		}
+	if work, err := t.hasWork(ctx); err != nil {
+		return t.failed(ctx, "pending work probe", err)
+	} else if !work {
+		return poll
 	}
 	if err := t.w.tables.Acquire(ctx, 1); err != nil {
 		return 0 // shutdown
@@ -86,7 +84,7 @@ func (t *tableLoop) hold(ctx context.Context, s *publish.Session) (delay time.Du
 			return 0
 		case claim.Err() != nil:
 			why = "lost"
-			return poll
+			return t.w.cfg.LostBackoff
 		case s.SliceOver() || t.w.policy.sliceOver(s.Rounds(), clk.Since(acquiredAt)):
 			why = "slice over"
 			return poll
@@ -103,7 +101,7 @@ func (t *tableLoop) hold(ctx context.Context, s *publish.Session) (delay time.Du
 			switch {
 			case k == kindFenced:
 				why = "fenced"
-				return poll
+				return t.w.cfg.LostBackoff
 			case k == kindShutdown:
 				return 0
 			case k.severe():
@@ -194,6 +192,42 @@ func (t *tableLoop) round(ctx context.Context, s *publish.Session, log *slog.Log
 	return res, nil
 }
 
+// hasWork reports whether the WAL holds sealed work above the table's
+// watermarks. It uses the watermarks this worker saw last and reads the
+// table's latest Lance version (no claim needed, DESIGN.md §3 rule 13) on
+// the first look, after a severe error, and when another holder has
+// published and trimmed past them. A table that has no dataset yet starts
+// at zero watermarks. A watermark behind the WAL's trimmed position counts
+// as work: the round then reports it as the data-integrity error it is.
+func (t *tableLoop) hasWork(ctx context.Context) (bool, error) {
+	if t.seen != nil {
+		p, err := t.pending(ctx, t.seen)
+		if err != nil || !p.behindTrim {
+			return p.gens > 0, err
+		}
+	}
+	w := publish.Watermarks{}
+	ds, err := lance.Open(t.w.pub.TablePath(t.table))
+	switch {
+	case errors.Is(err, lance.ErrDatasetNotFound):
+	case err != nil:
+		return false, err
+	default:
+		m, err := ds.Latest()
+		if err != nil {
+			return false, err
+		}
+		st, err := publish.ParseState(m.Config)
+		if err != nil {
+			return false, err
+		}
+		w = st.Watermarks
+	}
+	t.seen = w
+	p, err := t.pending(ctx, w)
+	return p.gens > 0 || p.behindTrim, err
+}
+
 type pending struct {
 	bytes      int64
 	gens       int
@@ -229,8 +263,8 @@ func (t *tableLoop) failed(ctx context.Context, op string, err error) time.Durat
 		t.log.Error(op+" failed; backing off", "kind", k, "err", err, "backoff", d)
 		return d
 	case k == kindFenced:
-		t.log.Warn(op+" fenced out", "err", err)
-		return t.w.cfg.PollInterval
+		t.log.Warn(op+" fenced out", "err", err, "backoff", t.w.cfg.LostBackoff)
+		return t.w.cfg.LostBackoff
 	}
 	d := t.transient.next()
 	t.log.Warn(op+" failed; backing off", "kind", k, "err", err, "backoff", d)
@@ -252,6 +286,7 @@ func (t *tableLoop) release(ctx context.Context, s *publish.Session, log *slog.L
 		log.Info("claim released", "reason", why, "rounds", s.Rounds())
 	}
 	if err != nil {
+		t.w.releaseFailures.Add(1)
 		t.w.m.failure(t.table, classify(err, nil, false))
 		log.Warn("claim release failed; its lease expires within its TTL", "err", err)
 	}

@@ -5,15 +5,17 @@
 // Each table has one goroutine that loops, Kubernetes-controller style, on
 // an injected clock:
 //
-//   - look: the busy hint (free: no etcd call) and, for a table this worker
-//     has seen before, the WAL's pending sealed work above the watermarks
-//     last seen; a busy or idle table is looked at again after PollInterval;
+//   - look: the busy hint (free: no etcd call), then the WAL's sealed work
+//     above the table's watermarks (one Stats call; the watermarks are the
+//     ones last seen, or read from the table's latest Lance version); a
+//     busy table or one without work is looked at again after PollInterval;
 //   - claim: wait for one of MaxConcurrentTables slots, then
 //     publish.Publisher.Acquire (claim + publisher epoch);
 //   - hold: run rounds, each within one of MaxConcurrentRounds global slots,
 //     back to back while there is work and every PollInterval while idle;
 //   - release at the end of the claim's slice, after IdleRelease, after a
-//     data-integrity error (then wait CorruptBackoff), or on shutdown.
+//     data-integrity error (then wait CorruptBackoff), or on shutdown; after
+//     losing the claim, leave the table to others for LostBackoff.
 //
 // A round runs on the claim's context: when the claim is lost (revoked,
 // expired, replaced, or a newer epoch fences the table) the round stops at
@@ -30,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -56,6 +59,8 @@ type Worker struct {
 	rounds    *semaphore.Weighted // MaxConcurrentRounds
 	roundBase context.Context     // detached from shutdown, cancelled after the grace
 	policy    holdPolicy
+	// releaseFailures counts claims whose release failed (left to expire).
+	releaseFailures atomic.Int64
 }
 
 // New returns a worker publishing cfg.Tables through pub, whose claims live
@@ -131,7 +136,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	wg.Wait()
 	close(joined)
 	graceWG.Wait()
-	w.log.Info("worker stopped; every claim released")
+	if n := w.releaseFailures.Load(); n > 0 {
+		w.log.Warn("worker stopped; some claims could not be released and expire within their lease TTL", "failed_releases", n)
+	} else {
+		w.log.Info("worker stopped; every claim released")
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -103,6 +104,10 @@ func TestRevokedHolderStopsAndOtherTakesOver(t *testing.T) {
 		t.Fatalf("a still reports the claim held: %v", held)
 	}
 	aRecords := a.count(a.m.Records, "orders")
+	// New work: b, which never held the table, claims it; a leaves it alone
+	// for LostBackoff after its claim was revoked.
+	e.mustProduce("orders", 0, 3, 50)
+	e.mustProduce("orders", 1, 3, 50)
 	waitFor(t, 10*time.Second, "b to take the table over", func() bool {
 		ci, err := e.co.Get(e.ctx, "orders")
 		return err == nil && ci.Owner.ID == "worker-b" && ci.Epoch != 0 // epoch recorded after the claim
@@ -112,8 +117,6 @@ func TestRevokedHolderStopsAndOtherTakesOver(t *testing.T) {
 		t.Fatalf("successor epoch %d not above %d", successor.Epoch, holder.Epoch)
 	}
 
-	e.mustProduce("orders", 0, 3, 50)
-	e.mustProduce("orders", 1, 3, 50)
 	waitFor(t, 20*time.Second, "b to publish the rest", func() bool { return e.published("orders") })
 	a.stop(t)
 	b.stop(t)
@@ -175,5 +178,84 @@ func TestShutdownReleasesClaimsAndSuccessorFinishes(t *testing.T) {
 	b.stop(t)
 	e.exactlyOnce("orders")
 	e.exactlyOnce("events")
+	e.noClaims()
+}
+
+// An idle table is released after IdleRelease and not claimed again (each
+// claim fences: a Lance version) until the WAL has sealed work for it.
+func TestIdleTableIsReleasedAndNotClaimedAgain(t *testing.T) {
+	e := newEnv(t, 1, "orders", "empty")
+	e.mustProduce("orders", 0, 2, 10)
+	a := e.start("worker-a", publish.Limits{}, Config{
+		Tables:       []string{"orders", "empty"},
+		PollInterval: 10 * time.Millisecond,
+		IdleRelease:  IdlePolicy{MaxRounds: 2},
+	})
+	waitFor(t, 20*time.Second, "idle release", func() bool {
+		return a.count(a.m.ClaimChanges, "orders", EventReleased) == 1
+	})
+	if !e.published("orders") {
+		t.Fatal("released before publishing")
+	}
+	time.Sleep(300 * time.Millisecond) // 30 poll intervals
+	if got := a.count(a.m.ClaimChanges, "orders", EventAcquired); got != 1 {
+		t.Fatalf("the idle table was claimed %v times", got)
+	}
+	if got := a.count(a.m.ClaimChanges, "empty", EventAcquired); got != 0 {
+		t.Fatalf("a table that never had data was claimed %v times", got)
+	}
+
+	e.mustProduce("orders", 0, 1, 10)
+	waitFor(t, 20*time.Second, "the new work to be published", func() bool { return e.published("orders") })
+	a.stop(t)
+	if got := a.count(a.m.ClaimChanges, "orders", EventAcquired); got != 2 {
+		t.Fatalf("claimed %v times, want 2 (start, new work)", got)
+	}
+	e.exactlyOnce("orders")
+	e.noClaims()
+}
+
+// With MaxConcurrentTables 1 the worker never holds two claims at once, and
+// every table still gets its turn (slices and idle release rotate the slot).
+func TestMaxConcurrentTablesBoundsClaims(t *testing.T) {
+	tables := []string{"t1", "t2", "t3"}
+	e := newEnv(t, 1, tables...)
+	for _, table := range tables {
+		for g := 0; g < 4; g++ {
+			e.mustProduce(table, 0, 2, 10)
+		}
+	}
+	a := e.start("worker-a", publish.Limits{MaxBytes: 1 << 30, MaxGenerations: 1, FileBytes: 64 << 10}, Config{
+		Tables:              tables,
+		MaxConcurrentTables: 1,
+		PollInterval:        10 * time.Millisecond,
+		IdleRelease:         IdlePolicy{MaxRounds: 2},
+	})
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	maxHeld := 0
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			held := 0
+			for _, table := range tables {
+				held += int(a.gauge(a.m.ClaimHeld, table))
+			}
+			maxHeld = max(maxHeld, held)
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	for _, table := range tables {
+		waitFor(t, 30*time.Second, table+" published", func() bool { return e.published(table) })
+	}
+	cancel()
+	wg.Wait()
+	a.stop(t)
+	if maxHeld != 1 {
+		t.Fatalf("held up to %d claims at once, MaxConcurrentTables is 1", maxHeld)
+	}
+	for _, table := range tables {
+		e.exactlyOnce(table)
+	}
 	e.noClaims()
 }
