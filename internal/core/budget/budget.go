@@ -7,6 +7,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 
@@ -19,8 +20,9 @@ var ErrTooLarge = fmt.Errorf("reservation larger than the memory budget: %w", er
 
 // Budget is a byte budget shared by goroutines. A nil *Budget is unlimited.
 type Budget struct {
-	total int64
-	sem   *semaphore.Weighted
+	total    int64
+	sem      *semaphore.Weighted
+	reserved atomic.Int64
 }
 
 // New returns a budget of total bytes.
@@ -37,7 +39,9 @@ func (b *Budget) Total() int64 {
 }
 
 // Reserve blocks until n bytes are available or ctx ends (then it reserves
-// nothing and returns ctx's error). what names the reservation in errors.
+// nothing and returns ctx's error). what names the reservation in errors. A
+// single reservation larger than the whole budget fails at once with
+// ErrTooLarge instead of waiting forever.
 func (b *Budget) Reserve(ctx context.Context, n int64, what string) error {
 	if b == nil || n <= 0 {
 		return nil
@@ -45,7 +49,19 @@ func (b *Budget) Reserve(ctx context.Context, n int64, what string) error {
 	if n > b.total {
 		return fmt.Errorf("%s needs %d bytes, the budget is %d: %w", what, n, b.total, ErrTooLarge)
 	}
-	return b.sem.Acquire(ctx, n)
+	if err := b.sem.Acquire(ctx, n); err != nil {
+		return err
+	}
+	b.reserved.Add(n)
+	return nil
+}
+
+// Reserved is the number of bytes reserved now (0 for a nil budget).
+func (b *Budget) Reserved() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.reserved.Load()
 }
 
 // Release returns n bytes.
@@ -53,5 +69,6 @@ func (b *Budget) Release(n int64) {
 	if b == nil || n <= 0 {
 		return
 	}
+	b.reserved.Add(-n)
 	b.sem.Release(n)
 }

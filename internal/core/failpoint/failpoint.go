@@ -36,10 +36,12 @@ const (
 	// has not been made yet.
 	AfterEpochAdvance = "after-epoch-advance"
 	// BeforeManifestLink: the manifest of version N+1 is written and synced
-	// under a temporary name, not yet linked.
+	// under a temporary name, not yet linked. The argument is N+1: fences and
+	// data commits both pass here, so @N+1 picks one commit.
 	BeforeManifestLink = "before-manifest-link"
 	// AfterLinkBeforeDirSync: version N+1 is linked, its directory not yet
-	// synced. An error here makes the commit's outcome unknown.
+	// synced. An error here makes the commit's outcome unknown. The argument
+	// is N+1, as for BeforeManifestLink.
 	AfterLinkBeforeDirSync = "after-link-before-dir-sync"
 	// AfterCommitBeforeTrim: the commit is durable, the WAL not yet trimmed.
 	AfterCommitBeforeTrim = "after-commit-before-trim"

@@ -83,11 +83,18 @@ func (s *Session) publish(ctx context.Context, res *Result, plan *Plan, prep *Pr
 		case errors.Is(err, lance.ErrCommitConflict), errors.Is(err, lance.ErrCommitUnknown):
 			// Lost the race, or do not know whether the link happened: look
 			// for the plan id, never commit again blindly (rule 6).
-			v, found, ferr := s.findPlan(plan.ID, parent.Version)
+			v, by, found, ferr := s.findPlan(plan.ID, parent.Version)
 			if ferr != nil {
 				return res, ferr
 			}
+			if found && by != s.epoch {
+				// A successor adopted the plan and published it (a data
+				// commit carries its committer's epoch): this attempt's
+				// link lost to its fence, and this publisher is fenced out.
+				return res, fmt.Errorf("plan %s was published in version %d at epoch %d, this publisher has %d: %w", plan.ID, v, by, s.epoch, ErrFenced)
+			}
 			if found {
+				s.log.Info("commit resolved by the plan id recorded in the table", "plan", plan.ID, "version", v, "cause", err)
 				version = v
 				break
 			}
@@ -125,11 +132,12 @@ func (s *Session) commitCheck(plan *Plan) func(*lance.Manifest) error {
 	}
 }
 
-// findPlan looks for a version after `after` that records planID.
-func (s *Session) findPlan(planID string, after uint64) (uint64, bool, error) {
+// findPlan looks for a version after `after` that records planID, and
+// returns it with the epoch it carries (its committer's).
+func (s *Session) findPlan(planID string, after uint64) (uint64, uint64, bool, error) {
 	latest, err := s.ds.LatestVersion()
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	for v := after + 1; v <= latest; v++ {
 		m, err := s.ds.Manifest(v)
@@ -137,13 +145,17 @@ func (s *Session) findPlan(planID string, after uint64) (uint64, bool, error) {
 			continue
 		}
 		if err != nil {
-			return 0, false, err
+			return 0, 0, false, err
 		}
 		if m.Config[KeyPlan] == planID {
-			return v, true, nil
+			st, err := ParseState(m.Config)
+			if err != nil {
+				return 0, 0, false, err
+			}
+			return v, st.Epoch, true, nil
 		}
 	}
-	return 0, false, nil
+	return 0, 0, false, nil
 }
 
 // finish confirms the publication durable, retires the plan and trims the
@@ -165,6 +177,12 @@ func (s *Session) finish(ctx context.Context, res *Result, plan *Plan, outcome O
 	m, err := s.ds.Latest()
 	if err != nil {
 		return res, err
+	}
+	// Rule 9: trim only what a durable version covers. A version found by
+	// its plan id after an unknown outcome, or linked by a process that died
+	// before its directory sync, is visible but not yet durable.
+	if err := s.ds.SyncVersions(); err != nil {
+		return res, fmt.Errorf("confirm version %d durable: %w", m.Version, err)
 	}
 	st, err := ParseState(m.Config)
 	if err != nil {

@@ -6,18 +6,39 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/budget"
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance"
-	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/core/lance/lancefile"
 )
+
+// workspaceBound is what one open Lance file writer may hold of its own: the
+// encoder's scratch (offset rewrites and full-zip ends of one page: at most
+// twice the page bytes) plus its write buffer. It is reserved against the
+// budget when a writer is admitted; a writer that ever needs more reserves
+// the difference as it grows (FileWriter.WorkspaceBytes).
+const workspaceBound = 2*lancefile.DefaultMaxPageBytes + 256<<10
+
+// fileJob is one planned file of an attempt.
+type fileJob struct {
+	index int
+	name  string
+	rng   Range
+}
 
 // prepare writes a new attempt of plan: one Lance data file per planned file
 // range, each created exclusively under an attempt-unique name and synced,
 // then records the complete descriptor set. Files hold no fragment ids:
-// those are assigned at commit from the parent version. If any file fails,
-// nothing is recorded (a partial set is never recorded or published); files
-// already written stay unreferenced.
+// those are assigned at commit from the parent version.
+//
+// Buffered (the default) writes the files one after the other, each from its
+// fetched and decoded entries; streamed (Config.PipelinePreparation) writes
+// up to Config.StreamFiles files at once as their entries are decoded. Both
+// write the same ranges with the same record batches, whole.
+//
+// If any file fails or ctx ends, every admitted writer finishes first, then
+// the error is returned and nothing is recorded (a partial set is never
+// recorded or published); files already written stay unreferenced.
 func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 	m, err := s.ds.Latest()
 	if err != nil {
@@ -32,81 +53,118 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 		return nil, err
 	}
 	prep := &Prepared{Kind: KindPrepared, SchemaVersion: recordSchema, Plan: plan.ID, Attempt: newID()[:16], PreparedBy: s.p.cfg.Owner.ID}
+	jobs := make([]fileJob, len(plan.Files))
 	for i, fr := range plan.Files {
-		if err := s.claim.Err(); err != nil {
-			return nil, err
-		}
-		name := fmt.Sprintf("walctl-%s-%s-%03d", plan.Key()[:12], prep.Attempt, i)
-		desc, err := s.writeFile(ctx, schema, fv, name, fr)
-		if err != nil {
-			return nil, fmt.Errorf("prepare %s file %d (shard %d, positions %d–%d): %w", plan.ID, i, fr.Shard, fr.From, fr.To, err)
-		}
-		prep.Files = append(prep.Files, PreparedFile{Range: fr, Descriptor: desc})
-		if err := failpoint.Inject(ctx, failpoint.AfterFilesPrepared, i+1); err != nil {
-			return nil, err
-		}
+		jobs[i] = fileJob{index: i, name: fmt.Sprintf("walctl-%s-%s-%03d", plan.Key()[:12], prep.Attempt, i), rng: fr}
+	}
+	var descs []lance.Descriptor
+	if s.p.cfg.PipelinePreparation {
+		descs, err = s.prepareStreamed(ctx, plan, schema, fv, jobs)
+	} else {
+		descs, err = s.prepareBuffered(ctx, plan, schema, fv, jobs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(descs) != len(plan.Files) {
+		return nil, fmt.Errorf("prepare %s: %d of %d files written", plan.ID, len(descs), len(plan.Files))
+	}
+	for i, fr := range plan.Files {
+		prep.Files = append(prep.Files, PreparedFile{Range: fr, Descriptor: descs[i]})
 	}
 	prep.PreparedAt = s.now().UTC()
 	if err := s.store.Record(prep); err != nil {
 		return nil, err
 	}
-	s.log.Info("prepared plan", "plan", plan.ID, "attempt", prep.Attempt, "files", len(prep.Files))
+	s.log.Info("prepared plan", "plan", plan.ID, "attempt", prep.Attempt, "files", len(prep.Files), "streamed", s.p.cfg.PipelinePreparation)
 	if err := failpoint.Inject(ctx, failpoint.AfterDescriptorRecord, 0); err != nil {
 		return nil, err
 	}
 	return prep, nil
 }
 
-// writeFile fetches and decodes the range's entries (buffered: each entry
-// holds its bytes against the memory budget until written), then writes
-// them, each record batch whole, into one new data file.
-func (s *Session) writeFile(ctx context.Context, schema *lance.Schema, fv lance.FileVersion, name string, fr Range) (desc lance.Descriptor, err error) {
+// prepareBuffered writes the plan's files one after the other.
+func (s *Session) prepareBuffered(ctx context.Context, plan *Plan, schema *lance.Schema, fv lance.FileVersion, jobs []fileJob) ([]lance.Descriptor, error) {
+	descs := make([]lance.Descriptor, 0, len(jobs))
+	for _, j := range jobs {
+		if err := s.claim.Err(); err != nil {
+			return nil, err
+		}
+		desc, err := s.writeBuffered(ctx, schema, fv, j)
+		if err != nil {
+			return nil, fileErr(plan, j, err)
+		}
+		descs = append(descs, desc)
+		if err := failpoint.Inject(ctx, failpoint.AfterFilesPrepared, len(descs)); err != nil {
+			return nil, err
+		}
+	}
+	return descs, nil
+}
+
+func fileErr(plan *Plan, j fileJob, err error) error {
+	return fmt.Errorf("prepare %s file %d (shard %d, positions %d–%d): %w", plan.ID, j.index, j.rng.Shard, j.rng.From, j.rng.To, err)
+}
+
+// writeBuffered reserves the encoder workspace, fetches and decodes the
+// range's entries (each holding its bytes against the memory budget until
+// written), then writes them, each record batch whole, into one new data
+// file. The whole file's entries and the workspace must fit the budget
+// together; a file that cannot is budget.ErrTooLarge, never a wait for
+// bytes this writer itself holds.
+func (s *Session) writeBuffered(ctx context.Context, schema *lance.Schema, fv lance.FileVersion, j fileJob) (desc lance.Descriptor, err error) {
+	b := s.p.cfg.Budget
 	var recs []arrow.RecordBatch
 	var reserved int64
 	defer func() {
 		for _, r := range recs {
 			r.Release()
 		}
-		s.p.cfg.Budget.Release(reserved)
+		b.Release(reserved)
 	}()
-	next := fr.From
-	err = s.p.log.Read(ctx, s.table, fr.Shard, fr.From, fr.To, func(e wal.Entry) error {
-		if e.Position != next {
-			return fmt.Errorf("WAL returned position %d, expected %d: %w", e.Position, next, errs.ErrCorrupt)
-		}
-		next++
-		n := RecordBytes(e.Record)
-		if err := s.p.cfg.Budget.Reserve(ctx, n, fmt.Sprintf("WAL entry %d of shard %d", e.Position, fr.Shard)); err != nil {
-			return err
-		}
+	ws := int64(workspaceBound)
+	if err := b.Reserve(ctx, ws, "Lance encoder workspace"); err != nil {
+		return desc, err
+	}
+	reserved += ws
+	err = s.fetch(ctx, j, func() int64 { return reserved }, func(rec arrow.RecordBatch, _ uint64, n int64) error {
 		reserved += n
-		e.Record.Retain()
-		recs = append(recs, e.Record)
+		recs = append(recs, rec)
 		return nil
 	})
 	if err != nil {
 		return desc, err
 	}
-	if next != fr.To+1 {
-		return desc, fmt.Errorf("WAL ended at position %d, the plan needs %d: %w", next-1, fr.To, errs.ErrCorrupt)
-	}
-	w, err := s.ds.CreateFile(schema, lance.FileOptions{Name: name, Version: fv})
+	w, err := s.ds.CreateFile(schema, lance.FileOptions{Name: j.name, Version: fv})
 	if err != nil {
 		return desc, err
 	}
-	ws := int64(w.WorkspaceBytes())
-	if err := s.p.cfg.Budget.Reserve(ctx, ws, "Lance encoder workspace"); err != nil {
-		_ = w.Abort()
-		return desc, err
-	}
-	reserved += ws
 	for _, r := range recs {
 		if err := w.Write(r); err != nil {
 			_ = w.Abort()
 			return desc, err
 		}
+		d, err := s.growWorkspace(ctx, w, ws)
+		ws, reserved = ws+d, reserved+d
+		if err != nil {
+			_ = w.Abort()
+			return desc, err
+		}
 	}
 	return w.Close()
+}
+
+// growWorkspace reserves the difference when a writer's workspace outgrew
+// the held bytes, and returns what it reserved (the caller releases it).
+func (s *Session) growWorkspace(ctx context.Context, w *lance.FileWriter, held int64) (int64, error) {
+	need := int64(w.WorkspaceBytes())
+	if need <= held {
+		return 0, nil
+	}
+	if err := s.p.cfg.Budget.Reserve(ctx, need-held, "Lance encoder workspace"); err != nil {
+		return 0, err
+	}
+	return need - held, nil
 }
 
 // RecordBytes is the memory a record batch holds: the sum of its buffers.
@@ -127,4 +185,14 @@ func RecordBytes(r arrow.RecordBatch) int64 {
 		walk(c.Data())
 	}
 	return n
+}
+
+// tooLarge reports an entry that could never be admitted: its bytes plus
+// those its own writer already holds exceed the whole budget.
+func tooLarge(b *budget.Budget, n, held int64, what string) error {
+	if b == nil || n+held <= b.Total() {
+		return nil
+	}
+	return fmt.Errorf("%s needs %d bytes and its writer holds %d, the memory budget is %d (raise worker.memory_budget or lower publication.file_bytes): %w",
+		what, n, held, b.Total(), budget.ErrTooLarge)
 }

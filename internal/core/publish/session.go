@@ -42,8 +42,23 @@ type Config struct {
 	// is lance.DefaultFileVersion); an existing table keeps its own.
 	FileVersion lance.FileVersion
 	// Budget is the memory budget shared by every table of the process; nil
-	// is unlimited.
+	// is unlimited. Fetched WAL entries hold their bytes against it until
+	// written, and every open Lance file writer its encoder workspace.
 	Budget *budget.Budget
+	// Permits bound the concurrent fetch/decode operations of the process,
+	// shared like Budget by every table, round and file, in both
+	// preparation modes (nil: a pool of budget.DefaultPermits for this
+	// Publisher).
+	Permits *budget.Permits
+	// PipelinePreparation selects streamed preparation: WAL entries flow, as
+	// they are decoded, through bounded streams into up to StreamFiles Lance
+	// file writers of the plan at once, instead of each file's entries being
+	// fetched whole before its writer starts. Same plan, same files' ranges
+	// and content, same complete descriptor set. Experimental, default off.
+	PipelinePreparation bool
+	// StreamFiles bounds the files of one plan written concurrently in
+	// streamed mode (DefaultStreamFiles if <= 0).
+	StreamFiles int
 	// CommitAttempts bounds the commit retries of one round.
 	CommitAttempts int
 	// Owner identifies this publisher in claims and records.
@@ -53,6 +68,8 @@ type Config struct {
 	// Clock and Logger; defaults are the real clock and a discarding logger.
 	Clock  clock.Clock
 	Logger *slog.Logger
+
+	hooks *prepareHooks // tests only
 }
 
 // Publisher publishes tables from one WAL into Lance, coordinated by etcd.
@@ -78,6 +95,12 @@ func New(log wal.Log, co *coord.Client, cfg Config) *Publisher {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Permits == nil {
+		cfg.Permits = budget.NewPermits(budget.DefaultPermits)
+	}
+	if cfg.StreamFiles <= 0 {
+		cfg.StreamFiles = DefaultStreamFiles
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -200,11 +223,13 @@ func (s *Session) dataset(ctx context.Context) (*lance.Dataset, error) {
 		return nil, err
 	}
 	ds.Hooks = lance.Hooks{
-		BeforeLink: func(ctx context.Context, _ uint64) error {
-			return failpoint.Inject(ctx, failpoint.BeforeManifestLink, 0)
+		// The version is the points' argument: a publisher links a fence
+		// before its data commit, and @N lets a test pick the one it means.
+		BeforeLink: func(ctx context.Context, v uint64) error {
+			return failpoint.Inject(ctx, failpoint.BeforeManifestLink, int(v))
 		},
-		AfterLinkBeforeDirSync: func(ctx context.Context, _ uint64) error {
-			return failpoint.Inject(ctx, failpoint.AfterLinkBeforeDirSync, 0)
+		AfterLinkBeforeDirSync: func(ctx context.Context, v uint64) error {
+			return failpoint.Inject(ctx, failpoint.AfterLinkBeforeDirSync, int(v))
 		},
 	}
 	s.ds, s.store = ds, NewStore(path)

@@ -1,0 +1,97 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// prepareHooks let tests observe and perturb preparation: a decode that
+// blocks, a stream that fails mid-plan, writers as they start and finish.
+type prepareHooks struct {
+	// decoding runs while the permit of entry pos of file is held, as part
+	// of its fetch/decode (it may block, ignoring ctx, like a decode stuck
+	// in I/O).
+	decoding func(ctx context.Context, file int, pos uint64)
+	// fetched runs after entry pos of file was handed to its writer; an
+	// error fails the file's stream.
+	fetched func(ctx context.Context, file int, pos uint64) error
+	// writerStart and writerDone run when a streamed writer is admitted and
+	// when it has finished (its file closed or aborted, its reservations
+	// released).
+	writerStart func(file int)
+	writerDone  func(file int, err error)
+}
+
+// fetch streams the entries of j's range, in order, to fn. Each entry is
+// fetched and decoded under one of the process's fetch/decode permits and
+// then reserved in the budget before fn sees it; fn takes ownership of the
+// retained record and of the n reserved bytes, and must release both (also
+// when it returns an error). held reports the bytes the caller's writer
+// already holds: an entry that could not fit beside them is
+// budget.ErrTooLarge at once.
+//
+// On cancellation the decode in flight keeps its permit until the WAL read
+// returns; fetch returns only after that, so a permit is never released
+// while its decode may still run.
+func (s *Session) fetch(ctx context.Context, j fileJob, held func() int64, fn func(rec arrow.RecordBatch, pos uint64, n int64) error) error {
+	permits, b, hooks := s.p.cfg.Permits, s.p.cfg.Budget, s.p.cfg.hooks
+	fr := j.rng
+	if err := permits.Acquire(ctx); err != nil {
+		return err
+	}
+	holding := true
+	defer func() {
+		if holding {
+			permits.Release()
+		}
+	}()
+	next := fr.From
+	err := s.p.log.Read(ctx, s.table, fr.Shard, fr.From, fr.To, func(e wal.Entry) error {
+		if hooks != nil && hooks.decoding != nil {
+			hooks.decoding(ctx, j.index, e.Position)
+		}
+		permits.Release() // the entry is decoded
+		holding = false
+		if e.Position != next {
+			return fmt.Errorf("WAL returned position %d, expected %d: %w", e.Position, next, errs.ErrCorrupt)
+		}
+		next++
+		n := RecordBytes(e.Record)
+		what := fmt.Sprintf("WAL entry %d of shard %d", e.Position, fr.Shard)
+		if err := tooLarge(b, n, held(), what); err != nil {
+			return err
+		}
+		if err := b.Reserve(ctx, n, what); err != nil {
+			return err
+		}
+		e.Record.Retain()
+		if err := fn(e.Record, e.Position, n); err != nil {
+			return err
+		}
+		if hooks != nil && hooks.fetched != nil {
+			if err := hooks.fetched(ctx, j.index, e.Position); err != nil {
+				return err
+			}
+		}
+		if e.Position == fr.To {
+			return nil
+		}
+		if err := permits.Acquire(ctx); err != nil { // for the next decode
+			return err
+		}
+		holding = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if next != fr.To+1 {
+		return fmt.Errorf("WAL ended at position %d, the plan needs %d: %w", next-1, fr.To, errs.ErrCorrupt)
+	}
+	return nil
+}

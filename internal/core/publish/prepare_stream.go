@@ -1,0 +1,175 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/walctl/walctl/internal/core/failpoint"
+	"github.com/walctl/walctl/internal/core/lance"
+)
+
+// DefaultStreamFiles is how many files of a plan streamed preparation
+// writes at once when Config.StreamFiles is not set.
+const DefaultStreamFiles = 4
+
+// streamDepth bounds the decoded entries queued between a file's fetch and
+// its writer (each also holds its bytes in the budget).
+const streamDepth = 4
+
+// streamed is one decoded WAL entry on its way to a file writer.
+type streamed struct {
+	rec arrow.RecordBatch
+	n   int64 // bytes reserved in the budget
+}
+
+// prepareStreamed writes the plan's files concurrently, at most
+// Config.StreamFiles at once: each admitted file has a writer fed by a
+// bounded stream of decoded record batches, written as they arrive — the
+// batches the WAL decoded, not a re-serialisation of them. A writer is
+// admitted only once its encoder workspace is reserved, so an admitted
+// writer can always drain its stream and free the budget it is fed from.
+//
+// The first failure (a file, ctx, the claim) cancels the others: no new
+// writer is admitted, and the error is returned only after every admitted
+// writer finished — its fetch returned, its stream drained, its file closed
+// or removed and its reservations released.
+func (s *Session) prepareStreamed(ctx context.Context, plan *Plan, schema *lance.Schema, fv lance.FileVersion, jobs []fileJob) ([]lance.Descriptor, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // losing the claim stops every writer of the plan
+		select {
+		case <-s.claim.Done():
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+
+	var (
+		mu       sync.Mutex
+		first    error
+		descs    = make([]lance.Descriptor, len(jobs))
+		finished int
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil || (errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
+			first = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	slots := semaphore.NewWeighted(int64(s.p.cfg.StreamFiles))
+	hooks := s.p.cfg.hooks
+	for _, j := range jobs {
+		if err := slots.Acquire(sctx, 1); err != nil {
+			fail(err)
+			break
+		}
+		ws := int64(workspaceBound)
+		if err := s.p.cfg.Budget.Reserve(sctx, ws, "Lance encoder workspace"); err != nil {
+			slots.Release(1)
+			fail(err)
+			break
+		}
+		if hooks != nil && hooks.writerStart != nil {
+			hooks.writerStart(j.index)
+		}
+		wg.Add(1)
+		go func(j fileJob) {
+			defer wg.Done()
+			desc, held, err := s.streamFile(sctx, schema, fv, j, ws)
+			s.p.cfg.Budget.Release(held)
+			slots.Release(1)
+			if err == nil {
+				mu.Lock()
+				descs[j.index] = desc
+				finished++
+				n := finished
+				mu.Unlock()
+				err = failpoint.Inject(sctx, failpoint.AfterFilesPrepared, n)
+			}
+			if err != nil {
+				fail(fileErr(plan, j, err))
+			}
+			if hooks != nil && hooks.writerDone != nil {
+				hooks.writerDone(j.index, err)
+			}
+		}(j)
+	}
+	wg.Wait()
+	if first == nil {
+		first = s.claim.Err() // a claim lost after the last file was admitted
+	}
+	if first == nil {
+		first = ctx.Err()
+	}
+	if first != nil {
+		if err := s.claim.Err(); err != nil && errors.Is(first, context.Canceled) {
+			return nil, err
+		}
+		return nil, first
+	}
+	return descs, nil
+}
+
+// streamFile writes one file from a bounded stream fed by its own fetch. It
+// returns the file's descriptor and the workspace bytes it holds in the
+// budget (ws, or more if the encoder outgrew it) for the caller to release.
+// It returns only after the fetch returned and the stream is drained.
+func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance.FileVersion, j fileJob, ws int64) (lance.Descriptor, int64, error) {
+	b := s.p.cfg.Budget
+	w, err := s.ds.CreateFile(schema, lance.FileOptions{Name: j.name, Version: fv})
+	if err != nil {
+		return lance.Descriptor{}, ws, err
+	}
+	fctx, fcancel := context.WithCancel(ctx)
+	defer fcancel()
+	stream := make(chan streamed, streamDepth)
+	var ferr error
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		defer close(stream)
+		ferr = s.fetch(fctx, j, func() int64 { return ws }, func(rec arrow.RecordBatch, _ uint64, n int64) error {
+			select {
+			case stream <- streamed{rec: rec, n: n}:
+				return nil
+			case <-fctx.Done():
+				rec.Release()
+				b.Release(n)
+				return fctx.Err()
+			}
+		})
+	}()
+	var werr error
+	for it := range stream {
+		if werr == nil {
+			werr = w.Write(it.rec)
+			if werr == nil {
+				var d int64
+				d, werr = s.growWorkspace(fctx, w, ws)
+				ws += d
+			}
+			if werr != nil {
+				fcancel() // stop the fetch; keep draining what it queued
+			}
+		}
+		it.rec.Release()
+		b.Release(it.n)
+	}
+	<-fetched
+	if err := errors.Join(werr, ferr); err != nil {
+		if werr != nil {
+			err = werr // the fetch only saw its cancellation
+		}
+		_ = w.Abort()
+		return lance.Descriptor{}, ws, err
+	}
+	desc, err := w.Close()
+	return desc, ws, err
+}
