@@ -1,0 +1,32 @@
+// Package lancewm reads published watermarks from Lance tables for the
+// catch-up backlog scan (catchup.Scanner), keeping package catchup free of
+// any dependency on the Lance and publish code.
+package lancewm
+
+import (
+	"context"
+	"errors"
+
+	"github.com/walctl/walctl/internal/core/catchup"
+	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/publish"
+)
+
+// Func returns a catchup.WatermarkFunc that reads the watermarks of the
+// latest version of <lanceRoot>/<table>.lance (a managed read, DESIGN.md
+// §3 rule 13: no claim, no epoch). A table with no dataset yet has
+// published nothing (empty watermarks); any other error (a corrupt
+// manifest, a bad name) is returned. It does not block on ctx: a manifest
+// read is one small file.
+func Func(lanceRoot string) catchup.WatermarkFunc {
+	return func(_ context.Context, table string) (map[int]uint64, error) {
+		r, err := publish.OpenReader(lanceRoot, table, publish.Selection{})
+		if errors.Is(err, lance.ErrDatasetNotFound) {
+			return map[int]uint64{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return r.State.Watermarks, nil
+	}
+}
