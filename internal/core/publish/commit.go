@@ -46,6 +46,11 @@ func (s *Session) publish(ctx context.Context, res *Result, plan *Plan, prep *Pr
 		if err := failpoint.Inject(ctx, failpoint.AfterWALEpochCheck, 0); err != nil {
 			return res, err
 		}
+		if g := s.p.cfg.CommitGuard; g != nil {
+			if err := g(ctx, s.table); err != nil {
+				return res, err
+			}
+		}
 		if err := s.claim.Err(); err != nil {
 			return res, err
 		}

@@ -65,6 +65,10 @@ type Config struct {
 	Owner coord.Owner
 	// ClaimOptions are passed to every claim acquisition (TTL, slice).
 	ClaimOptions []coord.AcquireOption
+	// CommitGuard, when set, runs immediately before every data commit
+	// attempt; an error aborts the round before anything is linked. The
+	// catch-up executor checks its admission there (DESIGN.md §3 rule 15).
+	CommitGuard func(ctx context.Context, table string) error
 	// Clock and Logger; defaults are the real clock and a discarding logger.
 	Clock  clock.Clock
 	Logger *slog.Logger
