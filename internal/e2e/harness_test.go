@@ -1,0 +1,471 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/etcdembed"
+	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/walflight"
+)
+
+// Bounds of every wait. They are deadlines, not synchronisation: each wait
+// ends as soon as its condition holds.
+const (
+	testTimeout = 3 * time.Minute
+	waitTimeout = 60 * time.Second
+)
+
+// cluster is one test's real system: an embedded etcd in the test process,
+// a `walctl wal serve` process, and a Lance root shared by every walctl
+// process of the test.
+type cluster struct {
+	t       *testing.T
+	ctx     context.Context
+	dir     string
+	etcd    *etcdembed.Server
+	etcdCli *clientv3.Client
+	walSrv  *proc
+	walAddr string
+	wal     *walflight.Client
+	lance   string
+	seq     *atomic.Int64 // numbers the processes' data dirs
+}
+
+func newCluster(t *testing.T) *cluster { return newClusterWith(t, etcdembed.Options{}) }
+
+// newClusterWith starts the cluster's etcd with opts (Dir is set here).
+func newClusterWith(t *testing.T, opts etcdembed.Options) *cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	c := &cluster{t: t, ctx: ctx, dir: dir, lance: filepath.Join(dir, "tables"), seq: new(atomic.Int64)}
+
+	opts.Dir = filepath.Join(dir, "etcd")
+	srv, err := etcdembed.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c.etcd = srv
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	c.etcdCli = cli
+
+	addrFile := filepath.Join(dir, "wal.addr")
+	c.walSrv = c.start("wal-serve", nil, "--data-dir", filepath.Join(dir, "walsrv"), "wal", "serve",
+		"--listen", "127.0.0.1:0", "--addr-file", addrFile)
+	c.walAddr = c.walSrv.waitFile(addrFile)
+	t.Cleanup(func() { c.walSrv.stop() })
+
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	w, err := walflight.Dial(dctx, c.walAddr, walflight.ClientOptions{Conns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	c.wal = w
+	return c
+}
+
+// forT returns the cluster as seen by subtest t: helpers fail t.
+func (c *cluster) forT(t *testing.T) *cluster {
+	cc := *c
+	cc.t = t
+	return &cc
+}
+
+// globalArgs point a walctl process at the cluster (at etcdEndpoint for
+// etcd), with a data dir of its own.
+func (c *cluster) globalArgs(etcdEndpoint string) []string {
+	return []string{"--etcd-endpoints", etcdEndpoint, "--wal", c.walAddr, "--lance-root", c.lance,
+		"--data-dir", filepath.Join(c.dir, fmt.Sprintf("proc-%d", c.seq.Add(1))), "--output", "json"}
+}
+
+// walctl starts walctl on the cluster with env (NAME=value entries added to
+// a clean environment).
+func (c *cluster) walctl(name string, env []string, args ...string) *proc {
+	return c.start(name, env, append(c.globalArgs(c.etcd.Endpoint()), args...)...)
+}
+
+// run runs walctl on the cluster to completion.
+func (c *cluster) run(name string, env []string, args ...string) result {
+	return c.walctl(name, env, args...).wait()
+}
+
+// start starts walctl with exactly args.
+func (c *cluster) start(name string, env []string, args ...string) *proc {
+	c.t.Helper()
+	fpDir := filepath.Join(c.dir, "fp", fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))
+	if err := os.MkdirAll(fpDir, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(walctlBin, args...)
+	cmd.Env = append(cleanEnv(c.dir), "WALCTL_FAILPOINT_DIR="+fpDir)
+	cmd.Env = append(cmd.Env, env...)
+	p := &proc{t: c.t, name: name, args: args, cmd: cmd, fpDir: fpDir, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	c.t.Cleanup(p.kill)
+	return p
+}
+
+// cleanEnv is the test's environment without any walctl setting, with a
+// config directory of its own so no user config file is read.
+func cleanEnv(dir string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "WALCTL_") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "XDG_CONFIG_HOME="+filepath.Join(dir, "xdg"))
+}
+
+// proc is one walctl process.
+type proc struct {
+	t       *testing.T
+	name    string
+	args    []string
+	cmd     *exec.Cmd
+	fpDir   string
+	stdout  syncBuf
+	stderr  syncBuf
+	done    chan struct{}
+	waitErr error
+}
+
+// result is how a walctl process ended.
+type result struct {
+	code   int            // exit code; -1 when killed by a signal
+	signal syscall.Signal // the signal that killed it, if any
+	stdout string
+	stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d (signal %v)\nstdout:\n%s\nstderr:\n%s", r.code, r.signal, r.stdout, r.stderr)
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits, within waitTimeout, for the process to end.
+func (p *proc) wait() result {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(waitTimeout):
+		p.kill()
+		p.t.Fatalf("%s (%s) did not end within %s; stderr:\n%s", p.name, strings.Join(p.args, " "), waitTimeout, p.stderr.String())
+	}
+	r := result{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.signal = ws.Signal()
+	}
+	return r
+}
+
+// kill ends the process if it still runs (also when it is stopped).
+func (p *proc) kill() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop ends a server gracefully (SIGTERM), killing it if it does not end.
+func (p *proc) stop() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.kill()
+	}
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("%s: signal %v: %v", p.name, sig, err)
+	}
+}
+
+// waitFile waits for path to exist with content, returning it trimmed. It
+// fails early if the process ends first.
+func (p *proc) waitFile(path string) string {
+	p.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			return string(bytes.TrimSpace(b))
+		}
+		if p.exited() {
+			p.t.Fatalf("%s ended before writing %s: %s", p.name, filepath.Base(path), p.wait())
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: %s did not appear within %s; stderr:\n%s", p.name, path, waitTimeout, p.stderr.String())
+		}
+		<-tick.C
+	}
+}
+
+// waitPaused waits until the process is paused at failpoint name and checks
+// that the pause file names it.
+func (p *proc) waitPaused(name string) {
+	p.t.Helper()
+	pid := p.waitFile(filepath.Join(p.fpDir, name+".paused"))
+	if pid != strconv.Itoa(p.pid()) {
+		p.t.Fatalf("%s: %s.paused names pid %s, want %d", p.name, name, pid, p.pid())
+	}
+}
+
+// resume lets a process paused at failpoint name go on.
+func (p *proc) resume(name string) {
+	p.t.Helper()
+	if err := os.WriteFile(filepath.Join(p.fpDir, name+".resume"), nil, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe to read while the process writes it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Exit codes of walctl's interface.
+const (
+	exitOK          = 0
+	exitNotFound    = 3
+	exitConflict    = 4
+	exitUnavailable = 5
+)
+
+// expect fails unless r ended with code.
+func expect(t *testing.T, what string, r result, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: want exit %d, got %s", what, code, r)
+	}
+}
+
+// summary is the JSON output of prepare and publish.
+type summary struct {
+	Table  string           `json:"table"`
+	Epoch  uint64           `json:"epoch"`
+	Rounds []publish.Result `json:"rounds"`
+}
+
+func parseSummary(t *testing.T, r result) summary {
+	t.Helper()
+	var s summary
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatalf("summary: %v\n%s", err, r)
+	}
+	return s
+}
+
+// published are the rounds that committed or found their plan published.
+func (s summary) published() []publish.Result {
+	var out []publish.Result
+	for _, r := range s.Rounds {
+		if r.Outcome == publish.OutcomePublished {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// createTable registers table with two shards through `walctl table create`.
+func (c *cluster) createTable(table string) {
+	c.t.Helper()
+	schema := filepath.Join(c.dir, "schema.json")
+	spec := `[{"name": "id", "type": "int64"},
+ {"name": "body", "type": "utf8", "nullable": true},
+ {"name": "vec", "type": "fixed_size_list<float32>[8]"}]`
+	if err := os.WriteFile(schema, []byte(spec), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	expect(c.t, "table create "+table, c.run("create", nil, "table", "create", table, "--schema", schema, "--shards", "2"), exitOK)
+}
+
+// tablePath is where table's Lance dataset lives.
+func (c *cluster) tablePath(table string) string { return filepath.Join(c.lance, table+".lance") }
+
+// latestVersion is the table's latest Lance version, 1 for a table not yet
+// created (a publisher creates version 1 before its first fence).
+func (c *cluster) latestVersion(table string) uint64 {
+	c.t.Helper()
+	ds, err := lance.Open(c.tablePath(table))
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		return 1
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	v, err := ds.LatestVersion()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return v
+}
+
+// version is what a test reads of one Lance version.
+type version struct {
+	config map[string]string
+	rows   uint64
+}
+
+// manifests reads every version of table, by number.
+func (c *cluster) manifests(table string) map[uint64]version {
+	c.t.Helper()
+	ds, err := lance.Open(c.tablePath(table))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	vs, err := ds.Versions()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[uint64]version{}
+	for _, v := range vs {
+		m, err := ds.Manifest(v.Version)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		out[v.Version] = version{config: m.Config, rows: m.Rows()}
+	}
+	return out
+}
+
+// dataCommitsOf lists the versions that added rows under planID: the
+// commits of that plan. A plan published twice would be listed twice.
+func (c *cluster) dataCommitsOf(table, planID string) []uint64 {
+	c.t.Helper()
+	var out []uint64
+	ms := c.manifests(table)
+	for v, m := range ms {
+		if m.config[publish.KeyPlan] == planID && m.rows > ms[v-1].rows {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// claimKey is table's claim in etcd (walctl's default prefix).
+func claimKey(table string) string { return coord.DefaultPrefix + "/claims/" + table }
+
+// waitClaimGone waits, by watching etcd, until table has no claim (its
+// lease expired or it was released or revoked).
+func (c *cluster) waitClaimGone(table string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, waitTimeout)
+	defer cancel()
+	resp, err := c.etcdCli.Get(ctx, claimKey(table))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return
+	}
+	for wr := range c.etcdCli.Watch(ctx, claimKey(table), clientv3.WithRev(resp.Header.Revision+1)) {
+		if err := wr.Err(); err != nil {
+			c.t.Fatal(err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				return
+			}
+		}
+	}
+	c.t.Fatalf("claim of %s still held after %s: %v", table, waitTimeout, ctx.Err())
+}
+
+// walEpoch is the table's publisher epoch in the WAL.
+func (c *cluster) walEpoch(table string) uint64 {
+	c.t.Helper()
+	e, err := c.wal.Epoch(c.ctx, table)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return e
+}
+
+// listTree lists every file under dir (relative paths with sizes), empty
+// when dir does not exist.
+func listTree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		out = append(out, fmt.Sprintf("%s %d %v", rel, info.Size(), info.IsDir()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
