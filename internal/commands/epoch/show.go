@@ -77,22 +77,9 @@ longer publish.`,
 
 func showRun(ctx context.Context, opts *ShowOptions) error {
 	f := opts.F
-	log, err := f.WAL(ctx)
+	log, names, err := f.TableNames(ctx, opts.Table)
 	if err != nil {
 		return err
-	}
-	names := []string{opts.Table}
-	if opts.Table == "" {
-		cctx, cancel := f.CallContext(ctx)
-		infos, err := log.Tables(cctx)
-		cancel()
-		if err != nil {
-			return err
-		}
-		names = names[:0]
-		for _, i := range infos {
-			names = append(names, i.Name)
-		}
 	}
 	rows := []Row{}
 	for _, n := range names {

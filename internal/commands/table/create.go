@@ -3,12 +3,10 @@ package table
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
-	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/schemaspec"
 )
 
@@ -64,7 +62,7 @@ Table names: 1–128 characters of letters, digits, '_' and '-'.`,
 
 func createRun(ctx context.Context, opts *CreateOptions) error {
 	f := opts.F
-	data, err := readInput(f, opts.SchemaFile)
+	data, err := f.ReadInput(opts.SchemaFile)
 	if err != nil {
 		return err
 	}
@@ -83,15 +81,4 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		return err
 	}
 	return printInfo(f, info)
-}
-
-func readInput(f *cmdutil.Factory, path string) ([]byte, error) {
-	if path == "-" {
-		return readAll(f.IOStreams.In)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %v: %w", path, err, errs.ErrInvalid)
-	}
-	return b, nil
 }

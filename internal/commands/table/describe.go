@@ -3,7 +3,6 @@ package table
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,5 +72,3 @@ func printInfo(f *cmdutil.Factory, info wal.TableInfo) error {
 		return t
 	})
 }
-
-func readAll(r io.Reader) ([]byte, error) { return io.ReadAll(r) }

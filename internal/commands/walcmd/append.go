@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -89,17 +88,11 @@ is appended: a malformed stream or a schema mismatch writes nothing (exit 2).`,
 
 func appendRun(ctx context.Context, opts *AppendOptions) error {
 	f := opts.F
-	data, err := readInput(f, opts.File)
+	data, err := f.ReadInput(opts.File)
 	if err != nil {
 		return err
 	}
-	log, err := f.WAL(ctx)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := f.CallContext(ctx)
-	info, err := log.Table(cctx, opts.Table)
-	cancel()
+	log, info, err := f.TableInfo(ctx, opts.Table)
 	if err != nil {
 		return err
 	}
@@ -141,17 +134,6 @@ func lastPos(r AppendResult) uint64 {
 		return 0
 	}
 	return r.Entries[len(r.Entries)-1].Position
-}
-
-func readInput(f *cmdutil.Factory, path string) ([]byte, error) {
-	if path == "-" {
-		return io.ReadAll(f.IOStreams.In)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %v: %w", path, err, errs.ErrInvalid)
-	}
-	return b, nil
 }
 
 // decode reads every batch of the input and checks it against schema before

@@ -89,13 +89,7 @@ Progress is shown on a terminal; the summary is printed when done.`,
 
 func loadRun(ctx context.Context, opts *LoadOptions) error {
 	f := opts.F
-	log, err := f.WAL(ctx)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := f.CallContext(ctx)
-	info, err := log.Table(cctx, opts.Table)
-	cancel()
+	log, info, err := f.TableInfo(ctx, opts.Table)
 	if err != nil {
 		return err
 	}

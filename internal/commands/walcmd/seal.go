@@ -54,13 +54,7 @@ func NewCmdSeal(f *cmdutil.Factory, runF func(context.Context, *SealOptions) err
 
 func sealRun(ctx context.Context, opts *SealOptions) error {
 	f := opts.F
-	log, err := f.WAL(ctx)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := f.CallContext(ctx)
-	info, err := log.Table(cctx, opts.Table)
-	cancel()
+	log, info, err := f.TableInfo(ctx, opts.Table)
 	if err != nil {
 		return err
 	}

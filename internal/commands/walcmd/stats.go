@@ -40,22 +40,9 @@ func NewCmdStats(f *cmdutil.Factory, runF func(context.Context, *StatsOptions) e
 
 func statsRun(ctx context.Context, opts *StatsOptions) error {
 	f := opts.F
-	log, err := f.WAL(ctx)
+	log, names, err := f.TableNames(ctx, opts.Table)
 	if err != nil {
 		return err
-	}
-	names := []string{opts.Table}
-	if opts.Table == "" {
-		cctx, cancel := f.CallContext(ctx)
-		infos, err := log.Tables(cctx)
-		cancel()
-		if err != nil {
-			return err
-		}
-		names = names[:0]
-		for _, i := range infos {
-			names = append(names, i.Name)
-		}
 	}
 	res := []wal.TableStats{}
 	for _, n := range names {
