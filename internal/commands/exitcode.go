@@ -30,14 +30,20 @@ const exitCodeHelp = `EXIT STATUS
   4    conflict or fenced (another holder owns the table, a newer epoch, a lost race)
   5    a dependency is unavailable (etcd, WAL server, Kubernetes) within --command-timeout
   6    data integrity error (checksum mismatch, corrupt or truncated file); nothing was repaired
+  10   catchup submit: the master refused the admission (not with --dry-run)
+  11   catchup run: catch-up admission is closed (cancelled or stalled); nothing more was committed
+  12   catchup run: another Job or a newer execution holds the admission; nothing more was committed
   130  interrupted (SIGINT or SIGTERM)`
 
 // ExitCode maps an error to walctl's exit code. It is the only place that
 // does so.
 func ExitCode(err error, interrupted bool) int {
+	var exit *cmdutil.ExitError
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &exit):
+		return exit.Code
 	case interrupted && errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	case cmdutil.IsFlagError(err), errors.Is(err, errs.ErrInvalid):

@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walctl/walctl/internal/commands/backlog"
 	"github.com/walctl/walctl/internal/commands/bench"
+	catchupcmd "github.com/walctl/walctl/internal/commands/catchup"
 	"github.com/walctl/walctl/internal/commands/claim"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/completion"
@@ -22,9 +24,11 @@ import (
 	"github.com/walctl/walctl/internal/commands/doctor"
 	"github.com/walctl/walctl/internal/commands/epoch"
 	"github.com/walctl/walctl/internal/commands/man"
+	"github.com/walctl/walctl/internal/commands/master"
 	"github.com/walctl/walctl/internal/commands/publishcmd"
 	"github.com/walctl/walctl/internal/commands/quickstart"
 	"github.com/walctl/walctl/internal/commands/table"
+	"github.com/walctl/walctl/internal/commands/verify"
 	"github.com/walctl/walctl/internal/commands/version"
 	"github.com/walctl/walctl/internal/commands/walcmd"
 	"github.com/walctl/walctl/internal/commands/worker"
@@ -118,8 +122,12 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 		claim.NewCmdClaim(f),
 		publishcmd.NewCmdPrepare(f, nil),
 		publishcmd.NewCmdPublish(f, nil),
+		verify.NewCmdVerify(f, nil),
 		bench.NewCmdBench(f),
 		worker.NewCmdWorker(f),
+		master.NewCmdMaster(f),
+		catchupcmd.NewCmdCatchup(f),
+		backlog.NewCmdBacklog(f),
 		completion.NewCmdCompletion(),
 		man.NewCmdMan(),
 	)

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +34,12 @@ func TestMain(m *testing.M) {
 //	exitcode N CMD…   run CMD (like exec) and require exit status N
 //	wait-published T  wait (up to 60 s) until table T's WAL is fully published
 //	                  and trimmed (every shard trimmed through its last position)
+//	env-from-file NAME PATH   wait (up to 60 s) for PATH, export its trimmed
+//	                  content as $NAME (e.g. the master's API URL)
+//	http [-token=T|-notoken] METHOD URL [BODY]   one HTTP request; stdout gets
+//	                  "HTTP <status>" and the body. BODY is a file, or pad:N for
+//	                  a JSON object with an N-byte reason. The token defaults to
+//	                  $WALCTL_MASTER_TOKEN.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("..", "..", "testscripts"),
@@ -86,6 +96,23 @@ func TestScripts(t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 				}
 			},
+			"env-from-file": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: env-from-file NAME PATH")
+				}
+				deadline := time.Now().Add(time.Minute)
+				for {
+					if b, err := os.ReadFile(ts.MkAbs(args[1])); err == nil && len(b) > 0 {
+						ts.Setenv(args[0], strings.TrimSpace(string(b)))
+						return
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("env-from-file %s: timed out", args[1])
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			},
+			"http": scriptHTTP,
 			"wait-file": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
 					ts.Fatalf("usage: wait-file PATH")
@@ -104,6 +131,50 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// scriptHTTP is the `http` command of the scripts.
+func scriptHTTP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("http does not support !; check the status it prints")
+	}
+	token, send := ts.Getenv("WALCTL_MASTER_TOKEN"), true
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch {
+		case args[0] == "-notoken":
+			send = false
+		case strings.HasPrefix(args[0], "-token="):
+			token = strings.TrimPrefix(args[0], "-token=")
+		default:
+			ts.Fatalf("http: unknown option %s", args[0])
+		}
+		args = args[1:]
+	}
+	if len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: http [-token=T|-notoken] METHOD URL [BODY]")
+	}
+	var body io.Reader
+	if len(args) == 3 {
+		if n, ok := strings.CutPrefix(args[2], "pad:"); ok {
+			size, err := strconv.Atoi(n)
+			ts.Check(err)
+			body = strings.NewReader(`{"target": "orders", "reason": "` + strings.Repeat("x", size) + `"}`)
+		} else {
+			body = strings.NewReader(ts.ReadFile(args[2]))
+		}
+	}
+	req, err := http.NewRequest(args[0], args[1], body)
+	ts.Check(err)
+	req.Header.Set("Content-Type", "application/json")
+	if send {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	ts.Check(err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	fmt.Fprintf(ts.Stdout(), "HTTP %d\n%s", resp.StatusCode, b)
 }
 
 // fullyTrimmed reports whether `wal stats --output json` shows every shard

@@ -18,9 +18,9 @@ import (
 func NewCmdBench(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench <command>",
-		Short: "Measure WAL and Lance throughput against this machine's disk",
+		Short: "Measure WAL, Lance and publication throughput against this machine's disk",
 	}
-	cmd.AddCommand(NewCmdWAL(f, nil), NewCmdLance(f, nil))
+	cmd.AddCommand(NewCmdWAL(f, nil), NewCmdLance(f, nil), NewCmdPublish(f, nil))
 	return cmd
 }
 

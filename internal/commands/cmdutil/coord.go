@@ -66,6 +66,13 @@ func (f *Factory) Owner(kind string) coord.Owner {
 // claimOpts are passed to every claim it takes (e.g. the worker's slice, so
 // `claim inspect` shows it).
 func (f *Factory) Publisher(ctx context.Context, owner coord.Owner, claimOpts ...coord.AcquireOption) (*publish.Publisher, error) {
+	return f.PublisherWith(ctx, owner, nil, claimOpts...)
+}
+
+// PublisherWith is Publisher with the configuration adjusted by adjust
+// (when not nil) before the publisher is built: catch-up sets its batch
+// limits, merge budget and commit guard there.
+func (f *Factory) PublisherWith(ctx context.Context, owner coord.Owner, adjust func(*publish.Config), claimOpts ...coord.AcquireOption) (*publish.Publisher, error) {
 	log, err := f.WAL(ctx)
 	if err != nil {
 		return nil, err
@@ -74,7 +81,7 @@ func (f *Factory) Publisher(ctx context.Context, owner coord.Owner, claimOpts ..
 	if err != nil {
 		return nil, err
 	}
-	return publish.New(log, co, publish.Config{
+	cfg := publish.Config{
 		LanceRoot: f.Config.Global.LanceRoot,
 		Limits: publish.Limits{
 			MaxBytes:       f.Config.Int64(KeyPlanMaxBytes),
@@ -85,6 +92,11 @@ func (f *Factory) Publisher(ctx context.Context, owner coord.Owner, claimOpts ..
 		Permits:             budget.NewPermits(budget.DefaultPermits),
 		PipelinePreparation: f.Config.Bool(KeyPipeline),
 		Owner:               owner,
+		ClaimOptions:        claimOpts,
 		Logger:              f.Logger,
-	}), nil
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	return publish.New(log, co, cfg), nil
 }

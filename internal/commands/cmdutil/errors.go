@@ -34,3 +34,21 @@ type SilentError struct {
 
 func (e *SilentError) Error() string { return e.Err.Error() }
 func (e *SilentError) Unwrap() error { return e.Err }
+
+// Catch-up exit codes: the outcomes of `catchup run` and `catchup submit`
+// that scripts and runners branch on, beyond the category codes.
+const (
+	ExitAdmissionRefused = 10 // catchup submit: the master refused (not a dry run)
+	ExitAdmissionClosed  = 11 // catchup run: admission closed (cancelled or stalled)
+	ExitWrongExecution   = 12 // catchup run: another Job or a newer execution is admitted
+)
+
+// ExitError carries an explicit exit code for an outcome that is not an
+// error category (ExitAdmissionRefused, …). Err is printed as usual.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }

@@ -16,6 +16,8 @@ type Setting struct {
 	Flag    string // flag name on the root command; "" when the flag is a verb's own
 	Default any
 	Usage   string
+	// Secret values (tokens) are shown redacted by `walctl config show`.
+	Secret bool
 }
 
 // Env is the environment variable for the setting.
@@ -79,7 +81,7 @@ func init() {
 		Setting{Key: KeyLogLevel, Flag: KeyLogLevel, Default: "info", Usage: "log level: debug|info|warn|error"},
 		Setting{Key: KeyCommandTimeout, Flag: KeyCommandTimeout, Default: 30 * time.Second, Usage: "deadline for each call to a dependency (etcd, WAL, Kubernetes)"},
 		Setting{Key: KeyWAL, Flag: KeyWAL, Default: "", Usage: "WAL server address host:port (none: the in-process WAL under <data-dir>/wal)"},
-		Setting{Key: KeyWALToken, Flag: "", Default: "", Usage: "bearer token for the WAL server (env WALCTL_WAL_TOKEN or config file)"},
+		Setting{Key: KeyWALToken, Flag: "", Secret: true, Default: "", Usage: "bearer token for the WAL server (env WALCTL_WAL_TOKEN or config file)"},
 		Setting{Key: KeyLanceRoot, Flag: KeyLanceRoot, Default: "", Usage: "directory of Lance tables (default <data-dir>/tables)"},
 	)
 }

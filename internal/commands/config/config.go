@@ -70,6 +70,9 @@ func showRun(_ context.Context, opts *ShowOptions) error {
 		if d, ok := v.(time.Duration); ok {
 			v = d.String() // "30s" reads better than nanoseconds and parses back
 		}
+		if str, ok := v.(string); ok && s.Secret && str != "" {
+			v = "<redacted>"
+		}
 		res.Settings = append(res.Settings, Entry{Key: s.Key, Value: v, Source: cfg.Source(s.Key), Env: s.Env()})
 	}
 	return opts.F.Print(res, func() *render.Table {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/semaphore"
@@ -53,8 +54,10 @@ func (s *Session) prepareStreamed(ctx context.Context, plan *Plan, schema *lance
 		first    error
 		descs    = make([]lance.Descriptor, len(jobs))
 		finished int
+		active   int // admitted writers not yet finished
 		wg       sync.WaitGroup
 	)
+	finishedCh := make(chan struct{}, len(jobs))
 	fail := func(err error) {
 		mu.Lock()
 		if first == nil || (errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
@@ -71,7 +74,7 @@ func (s *Session) prepareStreamed(ctx context.Context, plan *Plan, schema *lance
 			break
 		}
 		ws := int64(workspaceBound)
-		if err := s.p.cfg.Budget.Reserve(sctx, ws, "Lance encoder workspace"); err != nil {
+		if err := s.admit(sctx, ws, &mu, &active, finishedCh); err != nil {
 			slots.Release(1)
 			fail(err)
 			break
@@ -85,6 +88,10 @@ func (s *Session) prepareStreamed(ctx context.Context, plan *Plan, schema *lance
 			desc, held, err := s.streamFile(sctx, schema, fv, j, ws)
 			s.p.cfg.Budget.Release(held)
 			slots.Release(1)
+			mu.Lock()
+			active--
+			mu.Unlock()
+			finishedCh <- struct{}{}
 			if err == nil {
 				mu.Lock()
 				descs[j.index] = desc
@@ -117,6 +124,38 @@ func (s *Session) prepareStreamed(ctx context.Context, plan *Plan, schema *lance
 	return descs, nil
 }
 
+// admit reserves a new writer's workspace. While writers of this plan are
+// running it takes the bytes only when they are free now, and otherwise
+// waits for one of those writers to finish: a writer admitted into bytes the
+// running writers' entries need would stall them. With none running it
+// waits for the bytes.
+func (s *Session) admit(ctx context.Context, ws int64, mu *sync.Mutex, active *int, finished <-chan struct{}) error {
+	b := s.p.cfg.Budget
+	for {
+		if b.TryReserve(ws) {
+			break
+		}
+		mu.Lock()
+		n := *active
+		mu.Unlock()
+		if n == 0 {
+			if err := b.Reserve(ctx, ws, "Lance encoder workspace"); err != nil {
+				return err
+			}
+			break
+		}
+		select {
+		case <-finished:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	mu.Lock()
+	*active++
+	mu.Unlock()
+	return nil
+}
+
 // streamFile writes one file from a bounded stream fed by its own fetch. It
 // returns the file's descriptor and the workspace bytes it holds in the
 // budget (ws, or more if the encoder outgrew it) for the caller to release.
@@ -129,13 +168,15 @@ func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance
 	}
 	fctx, fcancel := context.WithCancel(ctx)
 	defer fcancel()
+	var held atomic.Int64 // the workspace, read by the fetch's too-large check
+	held.Store(ws)
 	stream := make(chan streamed, streamDepth)
 	var ferr error
 	fetched := make(chan struct{})
 	go func() {
 		defer close(fetched)
 		defer close(stream)
-		ferr = s.fetch(fctx, j, func() int64 { return ws }, func(rec arrow.RecordBatch, _ uint64, n int64) error {
+		ferr = s.fetch(fctx, j, held.Load, func(rec arrow.RecordBatch, _ uint64, n int64) error {
 			select {
 			case stream <- streamed{rec: rec, n: n}:
 				return nil
@@ -154,6 +195,7 @@ func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance
 				var d int64
 				d, werr = s.growWorkspace(fctx, w, ws)
 				ws += d
+				held.Store(ws)
 			}
 			if werr != nil {
 				fcancel() // stop the fetch; keep draining what it queued

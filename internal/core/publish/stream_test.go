@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/walctl/walctl/internal/core/budget"
@@ -309,5 +308,3 @@ func TestEntryLargerThanBudgetIsAnError(t *testing.T) {
 		})
 	}
 }
-
-var _ = array.NewRecord

@@ -1,0 +1,101 @@
+// Package backlog implements `walctl backlog scan`.
+package backlog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/catchup"
+	"github.com/walctl/walctl/internal/core/catchup/lancewm"
+)
+
+// ScanOptions of `walctl backlog scan`.
+type ScanOptions struct {
+	F *cmdutil.Factory
+}
+
+// NewCmdBacklog returns the `backlog` command group.
+func NewCmdBacklog(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "backlog <command>", Short: "Inspect the unpublished WAL backlog"}
+	cmd.AddCommand(NewCmdScan(f, nil))
+	return cmd
+}
+
+// NewCmdScan returns `walctl backlog scan`.
+func NewCmdScan(f *cmdutil.Factory, runF func(context.Context, *ScanOptions) error) *cobra.Command {
+	opts := &ScanOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "scan",
+		Short: "Scan every table's unpublished sealed generations, bytes and oldest age, per shard",
+		Long: `Run the master's backlog scan once: for every table in the WAL, per shard, the
+sealed generations holding entries above the published watermark (read from the
+table's latest Lance version, without a claim), their bytes and the age of the
+oldest. The statistics are stored in etcd with their observation time, exactly
+as the master's periodic scan stores them, so a catch-up admission can use them.
+
+JSON (--output json): a list of {"table", "pending_generations",
+"pending_bytes", "oldest_pending_age_ns", "observed_at", "shards": [{"shard",
+"watermark", "last_position", "pending_generations", "pending_bytes",
+"oldest_pending_age_ns", "watermark_behind_trim"}]}.
+
+A table whose scan fails is reported on stderr and the others are still
+printed; the exit status is then that of the failure (see below).`,
+		Example: "  walctl backlog scan\n  walctl backlog scan --output json | jq '.[] | {table, pending_generations}'",
+		Args:    cmdutil.ExactArgs(0, "backlog scan takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return scanRun(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+func scanRun(ctx context.Context, opts *ScanOptions) error {
+	f := opts.F
+	log, err := f.WAL(ctx)
+	if err != nil {
+		return err
+	}
+	co, err := f.Coord(ctx)
+	if err != nil {
+		return err
+	}
+	store := catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()})
+	stats, scanErr := catchup.NewScanner(store, log, lancewm.Func(f.Config.Global.LanceRoot)).Scan(ctx)
+	if stats == nil {
+		stats = []catchup.TableStats{}
+	}
+	if err := f.Print(stats, func() *render.Table {
+		t := render.NewTable("table", "shard", "watermark", "last", "pending gens", "pending bytes", "oldest age")
+		for _, st := range stats {
+			t.Add(st.Table, "all", "-", "-", fmt.Sprint(st.PendingGenerations), humanize.IBytes(uint64(st.PendingBytes)), age(st.OldestPendingAge))
+			for _, sh := range st.Shards {
+				wm := fmt.Sprint(sh.Watermark)
+				if sh.WatermarkBehindTrim {
+					wm += " (behind trim!)"
+				}
+				t.Add("", fmt.Sprint(sh.Shard), wm, fmt.Sprint(sh.LastPosition), fmt.Sprint(sh.PendingGenerations),
+					humanize.IBytes(uint64(sh.PendingBytes)), age(sh.OldestPendingAge))
+			}
+		}
+		return t
+	}); err != nil {
+		return err
+	}
+	return scanErr
+}
+
+func age(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}

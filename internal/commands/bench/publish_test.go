@@ -1,0 +1,49 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/errs"
+)
+
+func parsePublish(t *testing.T, args []string) (*PublishOptions, error) {
+	t.Helper()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios)
+	var got *PublishOptions
+	cmd := NewCmdPublish(f, func(_ context.Context, o *PublishOptions) error { got = o; return nil })
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		cfg, err := cmdutil.LoadConfig(c)
+		f.Config = cfg
+		return err
+	}
+	cmd.SetArgs(args)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	err := cmd.ExecuteContext(context.Background())
+	return got, err
+}
+
+func TestBenchPublishFlags(t *testing.T) {
+	o, err := parsePublish(t, nil)
+	if err != nil || o.Size != 1<<30 || o.Budget != 256<<20 || len(o.Modes) != 2 || o.Modes[0] != "buffered" || o.DDMiB != 512 {
+		t.Fatalf("defaults: %+v %v", o, err)
+	}
+	o, err = parsePublish(t, []string{"--size", "8MiB", "--budget", "64MiB", "--modes", "streamed", "--dd-mib", "16", "--keep"})
+	if err != nil || o.Size != 8<<20 || o.Budget != 64<<20 || len(o.Modes) != 1 || o.Modes[0] != "streamed" || o.DDMiB != 16 || !o.Keep {
+		t.Fatalf("flags: %+v %v", o, err)
+	}
+	for _, bad := range [][]string{{"--modes", "fast"}, {"--size", "0"}, {"--dd-mib", "0"}} {
+		if _, err := parsePublish(t, bad); !cmdutil.IsFlagError(err) {
+			t.Fatalf("%v: %v, want a flag error", bad, err)
+		}
+	}
+	if _, err := parsePublish(t, []string{"--size", "lots"}); err == nil || (!errors.Is(err, errs.ErrInvalid) && !cmdutil.IsFlagError(err)) {
+		t.Fatalf("--size lots: %v", err)
+	}
+}

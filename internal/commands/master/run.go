@@ -1,0 +1,224 @@
+// Package master implements `walctl master run`: the catch-up API, the
+// periodic backlog scan and the catch-up controller.
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	catchupcmd "github.com/walctl/walctl/internal/commands/catchup"
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/catchup"
+	"github.com/walctl/walctl/internal/core/catchup/lancewm"
+	coremaster "github.com/walctl/walctl/internal/core/master"
+)
+
+// Settings of the master.
+const (
+	KeyListen        = "master.listen"
+	KeyRunner        = "master.runner"
+	KeyScanInterval  = "master.scan_interval"
+	KeyLocalGrace    = "master.local_grace"
+	KeyShutdownGrace = "master.shutdown_grace"
+	KeyNamespace     = "master.namespace"
+	KeyJobTemplate   = "master.job_template"
+	KeyJobCPU        = "master.job_cpu"
+	KeyJobMemory     = "master.job_memory"
+)
+
+func init() {
+	cmdutil.Register(
+		cmdutil.Setting{Key: KeyListen, Default: "127.0.0.1:7460", Usage: "address of the master API (host:port; port 0 picks one)"},
+		cmdutil.Setting{Key: KeyRunner, Default: "local", Usage: "catch-up Job runner: local (child processes) or kubernetes"},
+		cmdutil.Setting{Key: KeyScanInterval, Default: time.Duration(0), Usage: "backlog scan interval (0: catchup.observe_interval)"},
+		cmdutil.Setting{Key: KeyLocalGrace, Default: 30 * time.Second, Usage: "local runner: SIGTERM to SIGKILL grace of a terminated executor"},
+		cmdutil.Setting{Key: KeyShutdownGrace, Default: 10 * time.Second, Usage: "how long in-flight API requests may run on after SIGTERM"},
+		cmdutil.Setting{Key: KeyNamespace, Default: "", Usage: "kubernetes runner: namespace of the catch-up Jobs"},
+		cmdutil.Setting{Key: KeyJobTemplate, Default: "", Usage: "kubernetes runner: reviewed Job template file (pinned image)"},
+		cmdutil.Setting{Key: KeyJobCPU, Default: "1", Usage: "kubernetes runner: CPU request and limit of an executor"},
+		cmdutil.Setting{Key: KeyJobMemory, Default: "2Gi", Usage: "kubernetes runner: memory request and limit of an executor"},
+	)
+}
+
+// Options of `walctl master run`.
+type Options struct {
+	F *cmdutil.Factory
+}
+
+// NewCmdMaster returns the `master` command group.
+func NewCmdMaster(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{Use: "master <command>", Short: "Run the master: catch-up API, backlog scan and controller"}
+	cmd.AddCommand(NewCmdRun(f, nil))
+	return cmd
+}
+
+// NewCmdRun returns `master run`.
+func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "run [--listen ADDR]",
+		Short: "Serve the catch-up API, scan the backlog and drive catch-up Jobs until stopped",
+		Long: `Run the master: an HTTP API for catch-up requests, a periodic backlog scan
+(per table: pending sealed generations, bytes, oldest age, stored in etcd) and
+the catch-up controller, which admits Jobs for owned targets (from the scan or
+the API, one admission path), starts them, observes their progress, cancels a
+stalled Job by CAS and releases its slot once every process has ended.
+
+The policy (catchup.*; see 'walctl config show') is persisted in etcd on the
+first start; a master with a different policy refuses to start. Catch-up is off
+unless catchup.enabled is set, and only the tables in catchup.owned_targets are
+ever caught up.
+
+Jobs run as child processes ('walctl catchup run', master.runner local, the
+default) or as Kubernetes Jobs (master.runner kubernetes, with master.namespace,
+master.job_template — a reviewed template with a pinned image — and a shared
+etcd and WAL server; the API is reached in-cluster, or at master.kube_api with
+master.kube_token_file and master.kube_ca_file).
+
+API (bearer token from master.token / WALCTL_MASTER_TOKEN, required):
+  POST /api/v1/catchup          {"target", "reason", "dry_run"} → admission decision
+  GET  /api/v1/catchup?target=T status (Job identity, slot, progress, outcome)
+  POST /api/v1/catchup/cancel   {"target", "reason"} → status
+  GET  /healthz, GET /metrics   no token
+Request bodies are limited to 16 KiB; unknown fields and any field supplying a
+Pod spec, image, command or force flag are refused with 400.
+
+The API URL is written to <data-dir>/master/ENDPOINT for the catch-up clients.
+On SIGTERM or SIGINT it stops accepting requests, lets in-flight ones finish
+(master.shutdown_grace), stops the controller and exits 0; running Jobs are left
+to finish and a restarted master reconciles them from etcd.`,
+		Example: `  WALCTL_MASTER_TOKEN=s3cret walctl master run --enabled --owned-targets orders
+  WALCTL_MASTER_TOKEN=s3cret WALCTL_CATCHUP_ENABLED=true walctl master run --listen 0.0.0.0:7460`,
+		Args: cmdutil.ExactArgs(0, "master run takes no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(f.Config.String(catchupcmd.KeyMasterToken)) == "" {
+				return cmdutil.FlagErrorf("no API token: set WALCTL_MASTER_TOKEN (or master.token in the config file)")
+			}
+			switch r := f.Config.String(KeyRunner); r {
+			case "local":
+			case "kubernetes":
+				if err := validateKube(f.Config); err != nil {
+					return err
+				}
+			default:
+				return cmdutil.FlagErrorf("--runner must be local or kubernetes, not %q", r)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runRun(cmd.Context(), opts)
+		},
+	}
+	cmdutil.AddSettingFlags(cmd.Flags(), append([]string{KeyListen, KeyRunner, KeyScanInterval, KeyLocalGrace,
+		KeyShutdownGrace, KeyNamespace, KeyJobTemplate, KeyJobCPU, KeyJobMemory, KeyKubeAPI, KeyKubeTokenFile, KeyKubeCAFile},
+		catchupcmd.PolicyKeys...)...)
+	return cmd
+}
+
+func runRun(ctx context.Context, opts *Options) error {
+	f := opts.F
+	cfg := f.Config
+	log, err := f.WAL(ctx)
+	if err != nil {
+		return err
+	}
+	if err := f.ShareLocalWAL(ctx); err != nil {
+		return err
+	}
+	co, err := f.Coord(ctx)
+	if err != nil {
+		return err
+	}
+	store := catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()})
+	m, err := catchup.OpenMaster(ctx, store, catchupcmd.PolicyFromConfig(cfg), f.Logger)
+	if err != nil {
+		return err
+	}
+	runner, err := newRunner(ctx, f, m.Policy())
+	if err != nil {
+		return err
+	}
+	ctrl, err := catchup.NewController(m, catchup.ControllerConfig{Runner: runner, Logger: f.Logger,
+		Scanner:      catchup.NewScanner(store, log, lancewm.Func(cfg.Global.LanceRoot)),
+		ScanInterval: cfg.Duration(KeyScanInterval)})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api, err := coremaster.New(coremaster.Config{Token: cfg.String(catchupcmd.KeyMasterToken),
+		Catchup: coremaster.NewCatchup(m, ctrl), Tables: log, Registry: reg, Gatherer: reg, Logger: f.Logger})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", cfg.String(KeyListen))
+	if err != nil {
+		return cmdutil.FlagErrorf("--listen %s: %v", cfg.String(KeyListen), err)
+	}
+	url := "http://" + lis.Addr().String()
+	endpoint := catchupcmd.MasterEndpointFile(cfg.Global.DataDir)
+	if err := writeEndpoint(endpoint, url); err != nil {
+		lis.Close()
+		return err
+	}
+	defer os.Remove(endpoint)
+
+	cctx, stopCtrl := context.WithCancel(ctx)
+	defer stopCtrl()
+	var wg sync.WaitGroup
+	ctrlErr := make(chan error, 1)
+	wg.Add(1)
+	go func() { defer wg.Done(); ctrlErr <- ctrl.Run(cctx) }()
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(lis) }()
+	p := m.Policy()
+	f.Logger.Info("master started", "url", url, "runner", cfg.String(KeyRunner), "catchup_enabled", p.Enabled,
+		"owned_targets", p.OwnedTargets, "max_jobs", p.MaxJobs)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-srvErr:
+	case runErr = <-ctrlErr:
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Duration(KeyShutdownGrace))
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && runErr == nil {
+		runErr = err
+	}
+	stopCtrl()
+	wg.Wait()
+	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	f.Logger.Info("master stopped")
+	return nil
+}
+
+func writeEndpoint(path, url string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("publish master endpoint: %w", err)
+	}
+	return nil
+}

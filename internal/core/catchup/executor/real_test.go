@@ -1,0 +1,176 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/walctl/walctl/internal/core/catchup"
+	"github.com/walctl/walctl/internal/core/catchup/lancewm"
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/etcdembed"
+	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/schemaspec"
+	"github.com/walctl/walctl/internal/core/synth"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// stack is the real catch-up stack in one process: embedded etcd, the WAL
+// engine, Lance tables, the master's admission and a reservation.
+type stack struct {
+	t     *testing.T
+	ctx   context.Context
+	co    *coord.Client
+	log   *wal.Engine
+	root  string
+	store *catchup.Store
+	m     *catchup.Master
+	job   string
+}
+
+func newStack(t *testing.T, generations int) *stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	srv, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(dir, "etcd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	co, err := coord.Connect(ctx, coord.Config{Endpoints: []string{srv.Endpoint()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { co.Close() })
+	eng, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	schema, err := schemaspec.Parse([]byte(`[{"name": "id", "type": "int64"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.CreateTable(ctx, "t", schema, 1); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := synth.New(schema, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g := 0; g < generations; g++ {
+		b := gen.Batch(100)
+		if _, err := eng.Append(ctx, "t", 0, b); err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+		if _, err := eng.Seal(ctx, "t", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &stack{t: t, ctx: ctx, co: co, log: eng, root: filepath.Join(dir, "tables"),
+		store: catchup.NewStore(co, catchup.StoreOptions{})}
+	p := catchup.DefaultPolicy()
+	p.Enabled, p.OwnedTargets, p.ThresholdGenerations = true, []string{"t"}, 1
+	if s.m, err = catchup.OpenMaster(ctx, s.store, p, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := catchup.NewScanner(s.store, eng, lancewm.Func(s.root)).Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.m.Admit(ctx, catchup.Request{Target: "t", Source: "api"})
+	if err != nil || a.Decision != catchup.DecisionReserved {
+		t.Fatalf("admit: %+v %v", a, err)
+	}
+	s.job = *a.JobID
+	return s
+}
+
+// execute runs an executor for job with adm as its admission (one batch is
+// one generation), the way `walctl catchup run` wires it.
+func (s *stack) execute(job string, adm Admission) (*Report, error) {
+	s.t.Helper()
+	ex, err := New(Config{Table: "t", JobID: job}, adm)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	pub := publish.New(s.log, s.co, publish.Config{LanceRoot: s.root, Limits: publish.Limits{MaxGenerations: 1},
+		Owner: coord.Owner{ID: "exec-" + job, Kind: coord.OwnerCatchup, JobID: job}, CommitGuard: ex.Guard})
+	sess, err := pub.Acquire(s.ctx, "t")
+	if err != nil {
+		return &Report{Outcome: Classify(err, OutcomeFailed)}, err
+	}
+	return ex.Run(s.ctx, sess, s.log)
+}
+
+// watermark is shard 0's published position: one entry per generation, so
+// it counts the batches committed.
+func (s *stack) watermark() uint64 {
+	s.t.Helper()
+	wm, err := lancewm.Func(s.root)(s.ctx, "t")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return wm[0]
+}
+
+// cancelAfter wraps the real store: after the n-th recorded progress event
+// the master cancels (the real CAS), before the executor's next commit.
+type cancelAfter struct {
+	*catchup.Store
+	m *catchup.Master
+	n int
+}
+
+func (c *cancelAfter) RecordProgress(ctx context.Context, table string, execID uint64, kind catchup.ProgressKind) (uint64, error) {
+	seq, err := c.Store.RecordProgress(ctx, table, execID, kind)
+	if err == nil && int(seq) == c.n {
+		if cerr := c.m.Cancel(ctx, table, "test", "test"); cerr != nil {
+			return seq, cerr
+		}
+	}
+	return seq, err
+}
+
+// On the real stack: the admitted Job catches up with progress recorded per
+// batch and commit; a wrong Job cannot claim; a cancellation between a
+// batch and its commit stops the executor before that commit, and the
+// prepared batch is left pinned for whoever publishes next.
+func TestRealStackCancelBeforeCommit(t *testing.T) {
+	s := newStack(t, 4)
+
+	if rep, err := s.execute("walctl-catchup-other-1", s.store); !errors.Is(err, coord.ErrReserved) || rep.Outcome != OutcomeWrongExecution {
+		t.Fatalf("a foreign job: %v, outcome %s; want ErrReserved / wrong_execution", err, rep.Outcome)
+	}
+
+	// Events: batch 1, commit 1, batch 2 → cancelled before commit 2.
+	rep, err := s.execute(s.job, &cancelAfter{Store: s.store, m: s.m, n: 3})
+	if !errors.Is(err, catchup.ErrAdmissionClosed) || rep.Outcome != OutcomeAdmissionClosed {
+		t.Fatalf("err %v outcome %s; want admission closed", err, rep.Outcome)
+	}
+	if rep.ProgressBatches != 2 || rep.ProgressCommits != 1 || len(rep.Batches) != 1 {
+		t.Fatalf("report %+v: want 2 batches recorded and 1 commit", rep)
+	}
+	if got := s.watermark(); got != 1 {
+		t.Fatalf("watermark %d after the cancellation, want 1 (the second batch must not be committed)", got)
+	}
+	st, err := s.store.Status(s.ctx, "t")
+	if err != nil || st.Progress == nil || st.Progress.Seq != 3 || st.Progress.AdmissionOpen || !st.TerminationRequested {
+		t.Fatalf("status %+v %v: want seq 3, admission closed, termination requested", st.Progress, err)
+	}
+
+	// The second batch stays pinned (its files prepared) for the next owner.
+	ds, err := lance.Open(filepath.Join(s.root, "t.lance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, err := publish.NewStore(ds.Root()).Plans()
+	if err != nil || len(plans) != 1 || plans[0].Start[0] != 1 {
+		t.Fatalf("pinned plans %v %v: want the second batch's plan starting after 1", plans, err)
+	}
+}

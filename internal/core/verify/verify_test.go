@@ -1,0 +1,280 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/etcdembed"
+	"github.com/walctl/walctl/internal/core/failpoint"
+	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/synth"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+var schema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "body", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "vec", Type: arrow.FixedSizeListOf(4, arrow.PrimitiveTypes.Float32)},
+}, nil)
+
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	log   *wal.Engine
+	co    *coord.Client
+	lance string
+	gen   *synth.Generator
+}
+
+func newEnv(t *testing.T) *env {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	srv, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(dir, "etcd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	co, err := coord.Connect(ctx, coord.Config{Endpoints: []string{srv.Endpoint()}, ClaimTTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { co.Close() })
+	log, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 32 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	if _, err := log.CreateTable(ctx, "t", schema, 2); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := synth.New(schema, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: ctx, log: log, co: co, lance: filepath.Join(dir, "tables"), gen: gen}
+}
+
+func (e *env) produce(shard, n, rows int) {
+	for i := 0; i < n; i++ {
+		b := e.gen.Batch(rows)
+		if _, err := e.log.Append(e.ctx, "t", shard, b); err != nil {
+			e.t.Fatal(err)
+		}
+		b.Release()
+	}
+	if _, err := e.log.Seal(e.ctx, "t", shard); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// publishAll publishes everything sealed; with retain, the WAL is not
+// trimmed (each round fails right after its commit), so verification
+// compares rows.
+func (e *env) publishAll(retain bool) {
+	if retain {
+		if err := failpoint.Enable(failpoint.AfterCommitBeforeTrim+"=error", ""); err != nil {
+			e.t.Fatal(err)
+		}
+		defer failpoint.Reset()
+	}
+	p := publish.New(e.log, e.co, publish.Config{LanceRoot: e.lance,
+		Owner:  coord.Owner{ID: "test", Kind: coord.OwnerCLI, Host: "h", PID: 1},
+		Limits: publish.Limits{FileBytes: 16 << 10}})
+	s, err := p.Acquire(e.ctx, "t")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer s.Release(context.Background())
+	for {
+		r, err := s.Round(e.ctx)
+		if retain && errors.Is(err, failpoint.ErrInjected) {
+			continue
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if r.Outcome == publish.OutcomeIdle {
+			return
+		}
+	}
+}
+
+func (e *env) verify() *Report {
+	e.t.Helper()
+	rep, err := Table(e.ctx, e.log, Options{LanceRoot: e.lance, Table: "t"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rep
+}
+
+func TestCleanTableVerifies(t *testing.T) {
+	e := newEnv(t)
+	e.produce(0, 8, 50)
+	e.produce(1, 5, 30)
+	e.publishAll(false)
+	e.produce(0, 3, 20) // sealed, not published: above the watermark
+	rep := e.verify()
+	if !rep.OK || rep.Err() != nil || rep.TableRows != 8*50+5*30 || rep.Fragments < 2 {
+		t.Fatalf("clean table: %+v", rep)
+	}
+	if rep.Shards[0].PendingEntries != 3 || rep.Shards[0].PublishedTo != rep.Shards[0].Watermark {
+		t.Fatalf("shard 0: %+v", rep.Shards[0])
+	}
+}
+
+// Each alteration of a correct table must be reported, and wrap
+// errs.ErrCorrupt (exit code 6).
+func TestAlteredTablesFail(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		retain bool
+		alter  func(t *testing.T, e *env, ds *lance.Dataset, files []publish.PreparedFile)
+		kind   string
+	}{
+		{"duplicated-fragment", false, func(t *testing.T, e *env, ds *lance.Dataset, files []publish.PreparedFile) {
+			m, err := ds.Latest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ds.Commit(e.ctx, lance.CommitRequest{ParentVersion: m.Version, Kind: lance.Append, Files: []lance.Descriptor{files[0].Descriptor}}); err != nil {
+				t.Fatal(err)
+			}
+		}, KindDuplicated},
+		{"duplicated-fragment-retained", true, dupFragment, KindDuplicated},
+		{"swapped-file-and-descriptor-retained", true, swapFilesAndDescriptors, KindUnexpected},
+		{"swapped-file-content", false, func(t *testing.T, e *env, ds *lance.Dataset, files []publish.PreparedFile) {
+			// Two files of equal row counts: the table stays readable, its
+			// content is wrong.
+			var a, b string
+			for i := range files {
+				for j := range files {
+					if i != j && a == "" && files[i].Descriptor.Rows == files[j].Descriptor.Rows {
+						a, b = filepath.Join(ds.Root(), files[i].Descriptor.Path), filepath.Join(ds.Root(), files[j].Descriptor.Path)
+					}
+				}
+			}
+			if a == "" {
+				t.Fatalf("no two files of equal row counts: %+v", files)
+			}
+			data, err := os.ReadFile(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(a, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, KindDamagedFile},
+		{"rolled-back-version", false, func(t *testing.T, e *env, ds *lance.Dataset, files []publish.PreparedFile) {
+			vs, err := ds.Versions()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(vs[len(vs)-1].Path); err != nil {
+				t.Fatal(err)
+			}
+		}, KindMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.produce(0, 16, 40)
+			e.produce(1, 16, 40)
+			e.publishAll(tc.retain)
+			if rep := e.verify(); !rep.OK {
+				t.Fatalf("before: %+v", rep)
+			}
+			root := filepath.Join(e.lance, "t.lance")
+			ds, err := lance.Open(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			atts, err := publish.NewStore(root).AllAttempts()
+			if err != nil || len(atts) == 0 {
+				t.Fatal(atts, err)
+			}
+			var files []publish.PreparedFile
+			for _, a := range atts {
+				files = append(files, a.Files...)
+			}
+			if len(files) < 2 {
+				t.Fatalf("want 2+ files, have %d", len(files))
+			}
+			tc.alter(t, e, ds, files)
+			rep, err := Table(e.ctx, e.log, Options{LanceRoot: e.lance, Table: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, p := range rep.Problems {
+				found = found || p.Kind == tc.kind
+			}
+			if rep.OK || !found || !errors.Is(rep.Err(), errs.ErrCorrupt) {
+				t.Fatalf("altered table: ok=%v problems=%+v", rep.OK, rep.Problems)
+			}
+		})
+	}
+}
+
+func dupFragment(t *testing.T, e *env, ds *lance.Dataset, files []publish.PreparedFile) {
+	m, err := ds.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.Commit(e.ctx, lance.CommitRequest{ParentVersion: m.Version, Kind: lance.Append, Files: []lance.Descriptor{files[0].Descriptor}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// swapFilesAndDescriptors copies one file over another of equal row count
+// and makes the first one's descriptor match the copy: the files verify,
+// and only the row comparison with the retained WAL can tell.
+func swapFilesAndDescriptors(t *testing.T, e *env, ds *lance.Dataset, files []publish.PreparedFile) {
+	for i := range files {
+		for j := range files {
+			if i != j && files[i].Descriptor.Rows == files[j].Descriptor.Rows {
+				data, err := os.ReadFile(filepath.Join(ds.Root(), files[j].Descriptor.Path))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(ds.Root(), files[i].Descriptor.Path), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				records, _ := filepath.Glob(filepath.Join(ds.Root(), "_walctl", "attempts", "*", "*.json"))
+				for _, rec := range records {
+					b, err := os.ReadFile(rec)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var p publish.Prepared
+					if err := json.Unmarshal(b, &p); err != nil {
+						t.Fatal(err)
+					}
+					for k := range p.Files {
+						if p.Files[k].Descriptor.Path == files[i].Descriptor.Path {
+							p.Files[k].Descriptor.Size, p.Files[k].Descriptor.Checksum = files[j].Descriptor.Size, files[j].Descriptor.Checksum
+						}
+					}
+					if b, err = json.MarshalIndent(p, "", "  "); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(rec, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("no two files of equal rows and size: %+v", files)
+}
