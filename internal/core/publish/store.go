@@ -152,7 +152,40 @@ func (s *Store) Record(p *Prepared) error {
 
 // Attempts returns the unretired descriptor sets of a plan, newest first.
 func (s *Store) Attempts(planID string) ([]*Prepared, error) {
-	dir := filepath.Join(s.attemptsDir(), planID)
+	out, err := readAttempts(filepath.Join(s.attemptsDir(), planID), false)
+	sort.Slice(out, func(i, j int) bool { return out[i].PreparedAt.After(out[j].PreparedAt) })
+	return out, err
+}
+
+// AllAttempts returns every descriptor set recorded for the table, of every
+// plan, retired ones included, in no particular order. Readers use it to
+// learn the WAL range of each published data file (verification): a data
+// file's path is unique to its attempt, so a path found in a manifest names
+// exactly one descriptor.
+func (s *Store) AllAttempts() ([]*Prepared, error) {
+	plans, err := os.ReadDir(s.attemptsDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Prepared
+	for _, pd := range plans {
+		if !pd.IsDir() {
+			continue
+		}
+		got, err := readAttempts(filepath.Join(s.attemptsDir(), pd.Name()), true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// readAttempts reads the descriptor sets recorded in one plan's directory.
+func readAttempts(dir string, retired bool) ([]*Prepared, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -163,19 +196,18 @@ func (s *Store) Attempts(planID string) ([]*Prepared, error) {
 	var out []*Prepared
 	for _, e := range entries {
 		n := e.Name()
-		if !strings.HasSuffix(n, ".json") || strings.HasSuffix(n, ".retired.json") || strings.HasPrefix(n, ".") {
+		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") || (!retired && strings.HasSuffix(n, ".retired.json")) {
 			continue
 		}
 		var p Prepared
 		if err := readRecord(filepath.Join(dir, n), KindPrepared, &p); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				continue
+				continue // retired meanwhile
 			}
 			return nil, err
 		}
 		out = append(out, &p)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].PreparedAt.After(out[j].PreparedAt) })
 	return out, nil
 }
 

@@ -1,0 +1,57 @@
+// Package walctlbin builds the walctl binary once for test packages that run
+// it as real processes (fault, recovery and end-to-end tests).
+package walctlbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Main builds walctl into a temporary directory, stores its path in *bin,
+// runs the package's tests and exits with their status. A failed build fails
+// the package.
+func Main(m *testing.M, bin *string) {
+	os.Exit(run(m, bin))
+}
+
+func run(m *testing.M, bin *string) int {
+	root, err := ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "walctlbin:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "walctl-bin-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "walctlbin:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	*bin = filepath.Join(dir, "walctl")
+	build := exec.Command("go", "build", "-o", *bin, "./cmd/walctl")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "walctlbin: building walctl:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// ModuleRoot walks up from the working directory to the directory of go.mod.
+func ModuleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no go.mod above %s", wd)
+		}
+	}
+}
