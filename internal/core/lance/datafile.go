@@ -69,14 +69,30 @@ type FileWriter struct {
 	done   bool
 }
 
-type hashWriter struct {
-	w io.Writer
-	h hash.Hash32
+// writeBehind is how many bytes a FileWriter writes before it asks the
+// kernel to start writing them back (startWriteback), so the disk works
+// while the rest of the file is encoded and Close's fsync waits only for
+// the tail. The fsync at Close is what makes the file durable, unchanged.
+const writeBehind = 8 << 20
+
+// fileSink checksums and writes a data file's bytes, starting writeback of
+// every writeBehind bytes written.
+type fileSink struct {
+	f       *os.File
+	h       hash.Hash32
+	off     int64 // bytes written
+	started int64 // bytes whose writeback was started
 }
 
-func (h hashWriter) Write(p []byte) (int, error) {
-	h.h.Write(p)
-	return h.w.Write(p)
+func (s *fileSink) Write(p []byte) (int, error) {
+	s.h.Write(p)
+	n, err := s.f.Write(p)
+	s.off += int64(n)
+	if s.off-s.started >= writeBehind {
+		startWriteback(s.f, s.started, s.off-s.started)
+		s.started = s.off
+	}
+	return n, err
 }
 
 // CreateFile creates data/<name>.lance exclusively (O_EXCL: an existing file
@@ -106,7 +122,7 @@ func (d *Dataset) CreateFile(schema *Schema, opts FileOptions) (*FileWriter, err
 		return nil, err
 	}
 	fw := &FileWriter{f: f, crc: crc32.New(castagnoli), rel: rel, schema: schema, vers: opts.Version}
-	fw.bw = bufio.NewWriterSize(hashWriter{f, fw.crc}, bufferSize)
+	fw.bw = bufio.NewWriterSize(&fileSink{f: f, h: fw.crc}, bufferSize)
 	fw.lw, err = lancefile.NewWriter(fw.bw, schema, lancefile.Options{Version: opts.Version, MaxPageBytes: opts.MaxPageBytes})
 	if err != nil {
 		fw.Abort()

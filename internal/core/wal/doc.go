@@ -71,5 +71,6 @@
 // AdvanceEpoch is a compare-and-swap under a per-table lock, made durable
 // before it returns. Trim checks the epoch under the same lock, records the
 // new trimmed-through position durably, then deletes the generations wholly
-// at or below it; an Open after a crash deletes any such leftovers.
+// at or below it (in the background; Close waits for the deletions); an Open
+// after a crash deletes any such leftovers.
 package wal

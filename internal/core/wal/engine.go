@@ -82,6 +82,7 @@ type Engine struct {
 	wake       chan struct{}
 	stop       chan struct{}
 	sealerDone chan struct{}
+	removers   sync.WaitGroup // deletions of trimmed generations in flight
 }
 
 var _ Log = (*Engine)(nil)
@@ -291,6 +292,7 @@ func (e *Engine) Close() error {
 	e.life.Unlock()
 	close(e.stop)
 	<-e.sealerDone
+	e.removers.Wait()
 	var first error
 	for _, t := range e.tables {
 		if err := t.closeShards(); err != nil && first == nil {

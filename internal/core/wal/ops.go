@@ -107,16 +107,28 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 	s.trimmed = newTrim
 	dropped := s.gens[:n]
 	s.gens = append([]*gen(nil), s.gens[n:]...)
+	// The trim is recorded and no call can reach the dropped generations
+	// any more: delete their files in the background (an unlink waits for
+	// the file system to free the blocks, which the caller need not wait
+	// for). Close waits for the deletions; leftovers of a crash are removed
+	// by the next Open.
+	e.removers.Add(1)
+	go e.removeTrimmed(s.dir, dropped)
+	return newTrim, nil
+}
+
+// removeTrimmed deletes the files of trimmed generations, then syncs their
+// shard directory.
+func (e *Engine) removeTrimmed(dir string, dropped []*gen) {
+	defer e.removers.Done()
 	for _, g := range dropped {
-		// Leftovers are removed by the next Open: the trim is recorded.
 		if err := removeGenFiles(g.dataPath[:len(g.dataPath)-len(".arrows")]); err != nil {
 			e.opts.Logger.Warn("wal: removing trimmed generation", "file", g.dataPath, "err", err)
 		}
 	}
-	if err := syncDir(s.dir); err != nil {
-		e.opts.Logger.Warn("wal: syncing shard directory after trim", "dir", s.dir, "err", err)
+	if err := syncDir(dir); err != nil {
+		e.opts.Logger.Warn("wal: syncing shard directory after trim", "dir", dir, "err", err)
 	}
-	return newTrim, nil
 }
 
 // Stats implements Log.
@@ -192,7 +204,6 @@ func (e *Engine) Read(ctx context.Context, name string, shard int, from, to uint
 	if err != nil || from > to {
 		return err
 	}
-	var buf []byte
 	for _, sp := range spans {
 		if err := func() error {
 			f, err := os.Open(sp.path)
@@ -211,14 +222,13 @@ func (e *Engine) Read(ctx context.Context, name string, shard int, from, to uint
 				if err := ctx.Err(); err != nil {
 					return ctxErr(err)
 				}
-				if int64(cap(buf)) < m.n {
-					buf = make([]byte, m.n)
-				}
-				raw := buf[:m.n]
+				// Each entry gets its own buffer: the decoded record's
+				// buffers point into it (no second copy of the payload).
+				raw := make([]byte, m.n)
 				if err := readFull(f, raw, m.off); err != nil || crc32c(raw) != m.crc {
 					return fmt.Errorf("%s (position %d): entry at offset %d length %d fails its checksum (%v): %w", sp.path, pos, m.off, m.n, err, ErrCorruptEntry)
 				}
-				rec, err := decodeEntry(t.schemaBytes, raw)
+				rec, err := decodeEntryOwned(t.schemaBytes, raw)
 				if err != nil {
 					return fmt.Errorf("%s (position %d): entry does not decode: %v: %w", sp.path, pos, err, ErrCorruptEntry)
 				}

@@ -2,13 +2,16 @@ package wal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // eos is the Arrow IPC end-of-stream marker written when a generation is
@@ -192,3 +195,87 @@ func estimateSize(rec arrow.RecordBatch) int {
 	}
 	return n
 }
+
+// decodeEntryOwned decodes a stored record batch message like decodeEntry,
+// but without copying its body: the record's buffers point into raw, which
+// the caller hands over (it must not be reused or modified afterwards). A
+// message it cannot take apart this way (a framing it does not expect, or
+// anything but one record batch) is decoded by decodeEntry instead, which
+// also reports any damage.
+func decodeEntryOwned(schemaBytes, raw []byte) (arrow.RecordBatch, error) {
+	if rec := decodeInPlace(schemaBytes, raw); rec != nil {
+		return rec, nil
+	}
+	return decodeEntry(schemaBytes, raw)
+}
+
+// decodeInPlace is decodeEntryOwned's fast path; nil means "use decodeEntry".
+func decodeInPlace(schemaBytes, raw []byte) (rec arrow.RecordBatch) {
+	defer func() {
+		if recover() != nil { // malformed metadata: let decodeEntry report it
+			rec = nil
+		}
+	}()
+	schemaMsg := framedMessage(schemaBytes, ipc.MessageSchema)
+	if schemaMsg == nil {
+		return nil
+	}
+	defer schemaMsg.Release()
+	batchMsg := framedMessage(raw, ipc.MessageRecordBatch)
+	if batchMsg == nil {
+		return nil
+	}
+	defer batchMsg.Release()
+	mr := &sliceMessages{msgs: []*ipc.Message{schemaMsg, batchMsg}}
+	r, err := ipc.NewReaderFromMessageReader(mr)
+	if err != nil {
+		return nil
+	}
+	defer r.Release()
+	if !r.Next() {
+		return nil
+	}
+	rec = r.RecordBatch()
+	rec.Retain()
+	return rec
+}
+
+// framedMessage returns the IPC message of type want that b starts with
+// (continuation marker, metadata length, metadata, body), its body a slice
+// of b, or nil.
+func framedMessage(b []byte, want ipc.MessageType) *ipc.Message {
+	if len(b) < 8 || binary.LittleEndian.Uint32(b) != 0xffffffff {
+		return nil
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(b[4:])))
+	if n < 4 || 8+n > int64(len(b)) {
+		return nil
+	}
+	meta := memory.NewBufferBytes(b[8 : 8+n])
+	rest := b[8+n:]
+	probe := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	typ, bodyLen := probe.Type(), probe.BodyLen()
+	probe.Release()
+	if typ != want || bodyLen < 0 || bodyLen > int64(len(rest)) {
+		return nil
+	}
+	return ipc.NewMessage(meta, memory.NewBufferBytes(rest[:bodyLen]))
+}
+
+// sliceMessages is an ipc.MessageReader over messages already in memory.
+type sliceMessages struct {
+	msgs []*ipc.Message
+	refs atomic.Int64
+}
+
+func (s *sliceMessages) Message() (*ipc.Message, error) {
+	if len(s.msgs) == 0 {
+		return nil, io.EOF
+	}
+	m := s.msgs[0]
+	s.msgs = s.msgs[1:]
+	return m, nil
+}
+
+func (s *sliceMessages) Retain()  { s.refs.Add(1) }
+func (s *sliceMessages) Release() { s.refs.Add(-1) }
