@@ -18,6 +18,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
+	"github.com/walctl/walctl/internal/core/writeback"
 )
 
 // Descriptor describes one written, synced data file. It carries no
@@ -70,7 +71,7 @@ type FileWriter struct {
 }
 
 // writeBehind is how many bytes a FileWriter writes before it asks the
-// kernel to start writing them back (startWriteback), so the disk works
+// kernel to start writing them back (writeback.Start), so the disk works
 // while the rest of the file is encoded and Close's fsync waits only for
 // the tail. The fsync at Close is what makes the file durable, unchanged.
 const writeBehind = 8 << 20
@@ -89,7 +90,7 @@ func (s *fileSink) Write(p []byte) (int, error) {
 	n, err := s.f.Write(p)
 	s.off += int64(n)
 	if s.off-s.started >= writeBehind {
-		startWriteback(s.f, s.started, s.off-s.started)
+		writeback.Start(s.f, s.started, s.off-s.started)
 		s.started = s.off
 	}
 	return n, err
