@@ -1,32 +1,18 @@
 package bench
 
 import (
-	"context"
 	"errors"
 	"testing"
 
-	"github.com/spf13/cobra"
-
+	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
 func parsePublish(t *testing.T, args []string) (*PublishOptions, error) {
 	t.Helper()
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.NewFactory(ios)
-	var got *PublishOptions
-	cmd := NewCmdPublish(f, func(_ context.Context, o *PublishOptions) error { got = o; return nil })
-	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
-		cfg, err := cmdutil.LoadConfig(c)
-		f.Config = cfg
-		return err
-	}
-	cmd.SetArgs(args)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	err := cmd.ExecuteContext(context.Background())
-	return got, err
+	o, _, err := cmdtest.Parse(t, NewCmdPublish, args)
+	return o, err
 }
 
 func TestBenchPublishFlags(t *testing.T) {

@@ -1,14 +1,12 @@
 package catchup
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
+	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	corecatchup "github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/executor"
@@ -19,23 +17,8 @@ import (
 // real configuration loading and captures the options.
 func parseRun(t *testing.T, args []string) (*RunOptions, error) {
 	t.Helper()
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.NewFactory(ios)
-	var got *RunOptions
-	cmd := NewCmdRun(f, func(_ context.Context, o *RunOptions) error { got = o; return nil })
-	cmdutil.AddSettingFlags(cmd.PersistentFlags(), cmdutil.KeyConfig)
-	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
-		cfg, err := cmdutil.LoadConfig(c)
-		f.Config = cfg
-		return err
-	}
-	cmd.SetArgs(args)
-	cmd.SetOut(ios.Out)
-	cmd.SetErr(ios.ErrOut)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	err := cmd.ExecuteContext(context.Background())
-	return got, err
+	o, _, err := cmdtest.Parse(t, NewCmdRun, args)
+	return o, err
 }
 
 func jobSpec() corecatchup.JobSpec {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 )
 
@@ -13,20 +14,8 @@ import (
 // configuration loading and returns the factory's configuration.
 func parse(t *testing.T, newCmd func(*cmdutil.Factory, func(context.Context, *Options) error) *cobra.Command, args []string) (*Options, *cmdutil.Factory) {
 	t.Helper()
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.NewFactory(ios)
-	var got *Options
-	cmd := newCmd(f, func(_ context.Context, o *Options) error { got = o; return nil })
-	cmdutil.AddSettingFlags(cmd.PersistentFlags(), cmdutil.KeyConfig)
-	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
-		cfg, err := cmdutil.LoadConfig(c)
-		f.Config = cfg
-		return err
-	}
-	cmd.SetArgs(args)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
+	got, f, err := cmdtest.Parse(t, newCmd, args)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got == nil {
