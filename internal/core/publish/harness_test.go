@@ -3,7 +3,6 @@ package publish
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,9 +11,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/walctl/walctl/internal/core/coord"
-	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/testutil/stack"
 )
 
 // env is one real setup: an embedded etcd, an in-process WAL engine and a
@@ -37,24 +36,9 @@ var testSchema = arrow.NewSchema([]arrow.Field{
 
 func newEnv(t *testing.T, shards int) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	srv, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	co, err := coord.Connect(ctx, coord.Config{Endpoints: []string{srv.Endpoint()}, ClaimTTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { co.Close() })
-	log, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
+	st := stack.Start(t, 3*time.Minute, wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 64 << 10})
+	ctx, log := st.Ctx, st.WAL
+	co := st.Coord(t, coord.Config{ClaimTTL: 5 * time.Second})
 	if _, err := log.CreateTable(ctx, "orders", testSchema, shards); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +46,7 @@ func newEnv(t *testing.T, shards int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: ctx, co: co, log: log, lance: filepath.Join(dir, "tables"), gen: gen, acked: map[int64]int{}}
+	return &env{t: t, ctx: ctx, co: co, log: log, lance: st.LanceRoot, gen: gen, acked: map[int64]int{}}
 }
 
 // produce appends n batches of rows records to shard and seals it.

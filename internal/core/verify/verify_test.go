@@ -13,12 +13,12 @@ import (
 
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/errs"
-	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/testutil/stack"
 )
 
 var schema = arrow.NewSchema([]arrow.Field{
@@ -37,24 +37,9 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	srv, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	co, err := coord.Connect(ctx, coord.Config{Endpoints: []string{srv.Endpoint()}, ClaimTTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { co.Close() })
-	log, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 32 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
+	st := stack.Start(t, 2*time.Minute, wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 32 << 10})
+	ctx, log := st.Ctx, st.WAL
+	co := st.Coord(t, coord.Config{ClaimTTL: 5 * time.Second})
 	if _, err := log.CreateTable(ctx, "t", schema, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +47,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: ctx, log: log, co: co, lance: filepath.Join(dir, "tables"), gen: gen}
+	return &env{t: t, ctx: ctx, log: log, co: co, lance: st.LanceRoot, gen: gen}
 }
 
 func (e *env) produce(shard, n, rows int) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,22 +14,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/walctl/walctl/internal/core/coord"
-	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/testutil/stack"
 )
 
 // env is one real setup shared by the workers of a test: an embedded etcd,
 // an in-process WAL engine and a Lance root, in temporary directories. Each
 // worker gets its own etcd client, as a separate process would.
 type env struct {
-	t        *testing.T
-	ctx      context.Context
-	endpoint string
-	co       *coord.Client // the operator's client: List, Get, Revoke
-	log      *wal.Engine
-	lance    string
+	t     *testing.T
+	ctx   context.Context
+	st    *stack.Stack
+	co    *coord.Client // the operator's client: List, Get, Revoke
+	log   *wal.Engine
+	lance string
 
 	mu     sync.Mutex
 	acked  map[string]map[int64]int // table → id → times ACKed
@@ -44,24 +43,11 @@ var testSchema = arrow.NewSchema([]arrow.Field{
 
 func newEnv(t *testing.T, shards int, tables ...string) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	srv, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	e := &env{t: t, ctx: ctx, endpoint: srv.Endpoint(), lance: filepath.Join(dir, "tables"), acked: map[string]map[int64]int{}}
+	st := stack.Start(t, 2*time.Minute, wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 64 << 10})
+	e := &env{t: t, ctx: st.Ctx, st: st, lance: st.LanceRoot, log: st.WAL, acked: map[string]map[int64]int{}}
 	e.co = e.connect()
-	log, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
-	e.log = log
 	for _, table := range tables {
-		if _, err := log.CreateTable(ctx, table, testSchema, shards); err != nil {
+		if _, err := e.log.CreateTable(e.ctx, table, testSchema, shards); err != nil {
 			t.Fatal(err)
 		}
 		e.acked[table] = map[int64]int{}
@@ -70,12 +56,7 @@ func newEnv(t *testing.T, shards int, tables ...string) *env {
 }
 
 func (e *env) connect() *coord.Client {
-	co, err := coord.Connect(e.ctx, coord.Config{Endpoints: []string{e.endpoint}, ClaimTTL: 5 * time.Second})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { co.Close() })
-	return co
+	return e.st.Coord(e.t, coord.Config{ClaimTTL: 5 * time.Second})
 }
 
 // produce appends n batches of rows records to a shard, then seals it. The

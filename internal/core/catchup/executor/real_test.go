@@ -11,12 +11,12 @@ import (
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/lancewm"
 	"github.com/walctl/walctl/internal/core/coord"
-	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/schemaspec"
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
+	teststack "github.com/walctl/walctl/internal/testutil/stack"
 )
 
 // stack is the real catch-up stack in one process: embedded etcd, the WAL
@@ -34,24 +34,9 @@ type stack struct {
 
 func newStack(t *testing.T, generations int) *stack {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	srv, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	co, err := coord.Connect(ctx, coord.Config{Endpoints: []string{srv.Endpoint()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { co.Close() })
-	eng, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	st := teststack.Start(t, time.Minute, wal.Options{})
+	ctx, eng, dir := st.Ctx, st.WAL, st.Dir
+	co := st.Coord(t, coord.Config{})
 	schema, err := schemaspec.Parse([]byte(`[{"name": "id", "type": "int64"}]`))
 	if err != nil {
 		t.Fatal(err)
