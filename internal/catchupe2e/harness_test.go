@@ -22,6 +22,7 @@ import (
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/walflight"
+	"github.com/walctl/walctl/internal/testutil/walctlbin"
 )
 
 const (
@@ -66,7 +67,7 @@ type proc struct {
 	name   string
 	cmd    *exec.Cmd
 	stdout bytes.Buffer
-	stderr syncBuf
+	stderr walctlbin.SyncBuffer
 	done   chan struct{}
 }
 
@@ -225,22 +226,4 @@ func (n *node) publishedIDs(table string) map[int64]int {
 		n.t.Fatalf("official reader: count_rows %d, %d ids scanned", d.CountRows, len(d.Columns["id"]))
 	}
 	return seen
-}
-
-// syncBuf is a bytes.Buffer safe to read while the process writes it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

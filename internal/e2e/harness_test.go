@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/walflight"
+	"github.com/walctl/walctl/internal/testutil/walctlbin"
 )
 
 // Bounds of every wait. They are deadlines, not synchronisation: each wait
@@ -159,8 +159,8 @@ type proc struct {
 	args    []string
 	cmd     *exec.Cmd
 	fpDir   string
-	stdout  syncBuf
-	stderr  syncBuf
+	stdout  walctlbin.SyncBuffer
+	stderr  walctlbin.SyncBuffer
 	done    chan struct{}
 	waitErr error
 }
@@ -270,24 +270,6 @@ func (p *proc) resume(name string) {
 	if err := os.WriteFile(filepath.Join(p.fpDir, name+".resume"), nil, 0o644); err != nil {
 		p.t.Fatal(err)
 	}
-}
-
-// syncBuf is a bytes.Buffer safe to read while the process writes it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Exit codes of walctl's interface.

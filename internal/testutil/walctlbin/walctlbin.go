@@ -3,10 +3,12 @@
 package walctlbin
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -54,4 +56,24 @@ func ModuleRoot() (string, error) {
 			return "", fmt.Errorf("no go.mod above %s", wd)
 		}
 	}
+}
+
+// SyncBuffer is a bytes.Buffer safe to read while a child process writes it
+// (as its Stdout or Stderr).
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
