@@ -12,26 +12,44 @@ import (
 	"testing"
 )
 
-// TestCrashDuringConcurrentAppends SIGKILLs a process that appends from four
-// goroutines (crossing generation boundaries) and checks, after reopening,
-// that every acknowledged entry is present byte for byte at its position and
-// that the positions are dense.
+// TestCrashDuringConcurrentAppends SIGKILLs a process that appends from
+// several goroutines (crossing generation boundaries) and checks, after
+// reopening, that every acknowledged entry is present byte for byte at its
+// position and that the positions are dense. With tiny generations and many
+// producers the kill comes while several rotations await their seal.
 func TestCrashDuringConcurrentAppends(t *testing.T) {
 	if d := os.Getenv("WAL_TEST_CRASH"); d != "" {
 		crashChild(d)
 		return
 	}
+	for _, tc := range []struct {
+		producers int
+		genBytes  int64
+	}{{4, 32 << 10}, {16, 2 << 10}} {
+		t.Run(fmt.Sprintf("producers=%d/generation=%d", tc.producers, tc.genBytes), func(t *testing.T) {
+			testCrash(t, tc.producers, tc.genBytes)
+		})
+	}
+}
+
+func testCrash(t *testing.T, producers int, genBytes int64) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashDuringConcurrentAppends$")
-	cmd.Env = append(os.Environ(), "WAL_TEST_CRASH="+dir)
+	cmd.Env = append(os.Environ(), "WAL_TEST_CRASH="+dir,
+		fmt.Sprintf("WAL_TEST_CRASH_PRODUCERS=%d", producers), fmt.Sprintf("WAL_TEST_CRASH_GEN=%d", genBytes))
 	cmd.Stderr = os.Stderr
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	acked := map[uint64]int64{}
+	overlap := producers < 16 // only the many-producer case must overlap rotations
 	sc := bufio.NewScanner(out)
-	for sc.Scan() && len(acked) < 300 {
+	for sc.Scan() && (len(acked) < 300 || !overlap) && len(acked) < 100_000 {
+		if sc.Text() == "rotations-overlap" {
+			overlap = true
+			continue
+		}
 		var pos uint64
 		var id int64
 		if _, err := fmt.Sscanf(sc.Text(), "%d %d", &pos, &id); err != nil {
@@ -44,11 +62,11 @@ func TestCrashDuringConcurrentAppends(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if len(acked) < 300 {
-		t.Fatalf("child acknowledged only %d entries", len(acked))
+	if len(acked) < 300 || !overlap {
+		t.Fatalf("child acknowledged only %d entries (rotations overlapped: %v)", len(acked), overlap)
 	}
 
-	e := openTest(t, dir, Options{MaxGenerationBytes: 32 << 10})
+	e := openTest(t, dir, Options{MaxGenerationBytes: genBytes})
 	var want uint64 = 1
 	err := e.Read(context.Background(), "t", 0, 1, 0, func(en Entry) error {
 		if en.Position != want {
@@ -97,7 +115,15 @@ func mustSchemaBytes(t testing.TB) []byte {
 }
 
 func crashChild(dir string) {
-	e, err := Open(dir, Options{MaxGenerationBytes: 32 << 10, MaxGenerationAge: -1})
+	producers, _ := strconv.Atoi(os.Getenv("WAL_TEST_CRASH_PRODUCERS"))
+	genBytes, _ := strconv.ParseInt(os.Getenv("WAL_TEST_CRASH_GEN"), 10, 64)
+	var once sync.Once
+	testHookRotated = func(inFlight int) {
+		if inFlight > 1 {
+			once.Do(func() { fmt.Println("rotations-overlap") })
+		}
+	}
+	e, err := Open(dir, Options{MaxGenerationBytes: genBytes, MaxGenerationAge: -1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
@@ -108,7 +134,7 @@ func crashChild(dir string) {
 	var mu sync.Mutex
 	w := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
+	for g := 0; g < producers; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()

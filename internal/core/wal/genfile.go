@@ -343,9 +343,6 @@ func (g *gen) reopen() error {
 	return nil
 }
 
-// syncBoth fdatasyncs two files concurrently. Entry durability does not
-// depend on their order: recovery checks every open entry's checksum.
-func syncBoth(a, b *os.File) error { return syncAll([]*os.File{a, b}, "") }
 
 // syncAll fdatasyncs files, and fsyncs dir when set, concurrently: the
 // kernel can then fold them into one journal commit.

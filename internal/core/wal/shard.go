@@ -28,13 +28,15 @@ type shard struct {
 	trimmed uint64     // trimmed-through position
 	syncing bool
 	err     error // sticky write or sync failure
-	// sealing is the generation a rotation closed: its end-of-stream
-	// marker is written and the next sync makes it durable, after which
-	// its seal record is written and it becomes pending.
-	sealing *gen
-	// pending is a sealed generation whose seal record awaits the next
+	// sealing lists, oldest first, the generations rotations closed:
+	// their end-of-stream markers are written and the next sync makes
+	// them durable, after which their seal records are written and they
+	// become pending. Several rotations may be in flight, so that a sync
+	// slower than the appends filling a generation does not stall them.
+	sealing []*gen
+	// pending lists sealed generations whose seal records await the next
 	// sync. Until then recovery completes such a seal itself (loadGen).
-	pending *gen
+	pending []*gen
 	// dirDirty is set when a generation file was created since the last
 	// sync: the next sync also syncs the directory.
 	dirDirty bool

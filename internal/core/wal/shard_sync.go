@@ -21,7 +21,7 @@ func (s *shard) append(raw []byte) (uint64, error) {
 		if g != nil && (len(g.ents) == 0 || g.size+int64(len(raw)) <= s.e.opts.MaxGenerationBytes) {
 			break
 		}
-		if s.sealing != nil { // one rotation in flight at a time
+		if len(s.sealing) >= maxRotationsInFlight {
 			s.waitOrSync()
 			continue
 		}
@@ -76,21 +76,31 @@ func (s *shard) waitOrSync() {
 	s.syncLocked()
 }
 
+// testHookRotated, when set by a test, sees the number of rotations in
+// flight after each rotation.
+var testHookRotated func(inFlight int)
+
+// maxRotationsInFlight bounds the generations awaiting their seal, and so
+// the files a shard holds open.
+const maxRotationsInFlight = 8
+
 // syncLocked makes everything written so far durable: the open generation,
-// the generation being sealed, a pending seal record and, after a file was
+// the generations being sealed, pending seal records and, after a file was
 // created, the directory — all in one concurrent round, with mu dropped.
-// Afterwards the generation being sealed gets its seal record.
+// Afterwards the generations being sealed get their seal records.
 func (s *shard) syncLocked() {
 	target := s.next - 1
 	var files []*os.File
 	if g := s.open(); g != nil {
 		files = append(files, g.data, g.idx)
 	}
-	sg, p := s.sealing, s.pending
-	if sg != nil {
+	// Rotations during the round append to s.sealing; the round covers
+	// the first nSealing, and the first nPending of s.pending.
+	nSealing, nPending := len(s.sealing), len(s.pending)
+	for _, sg := range s.sealing {
 		files = append(files, sg.data, sg.idx)
 	}
-	if p != nil {
+	for _, p := range s.pending {
 		files = append(files, p.idx)
 	}
 	dir := ""
@@ -111,24 +121,27 @@ func (s *shard) syncLocked() {
 		return
 	}
 	s.synced = max(s.synced, target)
-	s.donePending(p)
-	if sg != nil && s.sealing == sg {
-		s.sealing = nil
-		if err := s.writeSeal(sg); err == nil {
-			sg.data.Close()
-			sg.data = nil
-			s.pending = sg
+	s.donePending(nPending)
+	sealed := s.sealing[:nSealing]
+	s.sealing = s.sealing[nSealing:]
+	for _, sg := range sealed {
+		if err := s.writeSeal(sg); err != nil {
+			break
 		}
+		sg.data.Close()
+		sg.data = nil
+		s.pending = append(s.pending, sg)
 	}
 	s.cond.Broadcast()
 }
 
-// donePending closes p's index once a sync covered its seal record.
-func (s *shard) donePending(p *gen) {
-	if p != nil && s.pending == p {
+// donePending closes the indexes of the first n pending generations once a
+// sync covered their seal records.
+func (s *shard) donePending(n int) {
+	for _, p := range s.pending[:n] {
 		p.closeFiles()
-		s.pending = nil
 	}
+	s.pending = s.pending[n:]
 }
 
 // writeSeal appends g's seal record (not synced) and marks it sealed. The
@@ -163,7 +176,10 @@ func (s *shard) rotateLocked(old *gen) error {
 			g.closeFiles()
 			return s.fail("seal "+old.dataPath, err)
 		}
-		s.sealing = old
+		s.sealing = append(s.sealing, old)
+		if testHookRotated != nil {
+			testHookRotated(len(s.sealing))
+		}
 	}
 	s.gens = append(s.gens, g)
 	s.dirDirty = true
@@ -177,8 +193,8 @@ func (s *shard) sealNowLocked(g *gen) error {
 		return s.fail("seal "+g.dataPath, err)
 	}
 	files := []*os.File{g.data, g.idx}
-	p := s.pending
-	if p != nil {
+	nPending := len(s.pending)
+	for _, p := range s.pending {
 		files = append(files, p.idx)
 	}
 	dir := ""
@@ -188,7 +204,7 @@ func (s *shard) sealNowLocked(g *gen) error {
 	if err := syncAll(files, dir); err != nil {
 		return s.fail("sync", err)
 	}
-	s.donePending(p)
+	s.donePending(nPending)
 	s.synced = s.next - 1
 	if err := s.writeSeal(g); err != nil {
 		return err
@@ -213,7 +229,7 @@ func (s *shard) seal() (Generation, error) {
 		switch {
 		case g == nil || len(g.ents) == 0:
 			return Generation{}, nil
-		case s.syncing || s.sealing != nil:
+		case s.syncing || len(s.sealing) > 0:
 			s.waitOrSync()
 			continue
 		}
@@ -230,7 +246,7 @@ func (s *shard) seal() (Generation, error) {
 func (s *shard) sealIfOlder(cutoff time.Time) (opened time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.err == nil && (s.syncing || s.sealing != nil) {
+	for s.err == nil && (s.syncing || len(s.sealing) > 0) {
 		s.waitOrSync()
 	}
 	g := s.open()
@@ -251,7 +267,7 @@ func (s *shard) close() error {
 	for s.syncing {
 		s.cond.Wait()
 	}
-	for s.err == nil && (s.sealing != nil || s.pending != nil || s.dirDirty || s.synced < s.next-1) {
+	for s.err == nil && (len(s.sealing) > 0 || len(s.pending) > 0 || s.dirDirty || s.synced < s.next-1) {
 		s.syncLocked()
 	}
 	for _, g := range s.gens {
