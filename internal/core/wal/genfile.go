@@ -343,7 +343,6 @@ func (g *gen) reopen() error {
 	return nil
 }
 
-
 // syncAll fdatasyncs files, and fsyncs dir when set, concurrently: the
 // kernel can then fold them into one journal commit.
 func syncAll(files []*os.File, dir string) error {
