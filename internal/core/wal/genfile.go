@@ -344,11 +344,14 @@ func (g *gen) reopen() error {
 }
 
 // syncAll fdatasyncs files, and fsyncs dir when set, concurrently: the
-// kernel can then fold them into one journal commit.
+// kernel can then fold them into one journal commit. The first file is
+// synced on the calling goroutine, which then needs no other goroutine to
+// be scheduled when the others have nothing left to do (on a busy process
+// that scheduling delay is what an ACK would wait for).
 func syncAll(files []*os.File, dir string) error {
 	ch := make(chan error, len(files)+1)
 	n := 0
-	for _, f := range files {
+	for _, f := range files[min(1, len(files)):] {
 		n++
 		go func() { ch <- fdatasync(f) }()
 	}
@@ -357,6 +360,9 @@ func syncAll(files []*os.File, dir string) error {
 		go func() { ch <- syncDir(dir) }()
 	}
 	var err error
+	if len(files) > 0 {
+		err = fdatasync(files[0])
+	}
 	for ; n > 0; n-- {
 		if e := <-ch; err == nil {
 			err = e

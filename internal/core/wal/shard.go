@@ -20,14 +20,19 @@ type shard struct {
 	id  int
 	dir string
 
-	mu      sync.Mutex
-	cond    *sync.Cond // signalled when a sync ends
-	gens    []*gen     // oldest first; the last may be open
-	next    uint64     // position the next append gets
-	synced  uint64     // highest durable position
-	trimmed uint64     // trimmed-through position
-	syncing bool
-	err     error // sticky write or sync failure
+	mu     sync.Mutex
+	cond   *sync.Cond // signalled when a sync ends
+	gens   []*gen     // oldest first; the last may be open
+	next   uint64     // position the next append gets
+	synced uint64     // highest durable position
+	// written is the highest position below which every write finished;
+	// unwritten[i] tells whether the write of position written+1+i is
+	// still unfinished.
+	written   uint64
+	unwritten []bool
+	trimmed   uint64 // trimmed-through position
+	syncing   bool
+	err       error // sticky write or sync failure
 	// sealing lists, oldest first, the generations rotations closed:
 	// their end-of-stream markers are written and the next sync makes
 	// them durable, after which their seal records are written and they
@@ -157,6 +162,7 @@ func (e *Engine) loadShard(t *table, id int) (*shard, error) {
 		}
 	}
 	s.synced = s.next - 1
+	s.written = s.synced
 	return s, nil
 }
 

@@ -4,10 +4,18 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/walctl/walctl/internal/core/writeback"
 )
 
 // append writes one encoded entry and waits until it is durable. Once the
 // entry is written the wait is not cancellable: the outcome is then known.
+//
+// The entry's position and its place in the files are reserved under mu;
+// the bytes are written with mu released, so that concurrent appends copy
+// into the page cache in parallel and a finished sync takes mu back at
+// once. Writes may therefore finish out of order: a sync covers only the
+// positions up to s.written, below which every write has finished.
 func (s *shard) append(raw []byte) (uint64, error) {
 	crc := crc32c(raw)
 	s.mu.Lock()
@@ -37,20 +45,35 @@ func (s *shard) append(raw []byte) (uint64, error) {
 	if s.synced >= g.first && s.synced > g.marked {
 		rec = append(idxRec{kind: kindSynced, a: s.synced}.marshal(), rec...)
 	}
-	if _, err := g.data.WriteAt(raw, g.size); err != nil {
-		return 0, s.fail("write "+g.dataPath, err)
-	}
-	if _, err := g.idx.WriteAt(rec, g.idxSize); err != nil {
-		return 0, s.fail("write "+g.idxPath, err)
-	}
 	if len(rec) > recSize {
 		g.marked = s.synced
 	}
-	g.ents = append(g.ents, entryMeta{off: g.size, n: int64(len(raw)), crc: crc})
+	off, idxOff := g.size, g.idxSize
+	g.ents = append(g.ents, entryMeta{off: off, n: int64(len(raw)), crc: crc})
 	g.size += int64(len(raw))
 	g.idxSize += int64(len(rec))
 	pos := s.next
 	s.next++
+	s.unwritten = append(s.unwritten, true)
+	// g's files stay open meanwhile: a generation is closed only once a
+	// sync covered all its positions, and so this write.
+	s.mu.Unlock()
+	_, err := g.data.WriteAt(raw, off)
+	if err == nil {
+		// Start writing the entry back now: the disk works while later
+		// entries arrive, and the group sync finds less to do.
+		writeback.Start(g.data, off, int64(len(raw)))
+	}
+	what := g.dataPath
+	if err == nil {
+		_, err = g.idx.WriteAt(rec, idxOff)
+		what = g.idxPath
+	}
+	s.mu.Lock()
+	if err != nil {
+		return 0, s.fail("write "+what, err)
+	}
+	s.finishWrite(pos)
 	for s.synced < pos {
 		if s.err != nil {
 			return 0, s.err
@@ -67,9 +90,24 @@ func (s *shard) fail(what string, err error) error {
 	return s.err
 }
 
-// waitOrSync waits for the running sync, or runs one.
+// finishWrite records that the write of pos finished and advances
+// s.written over the finished prefix.
+func (s *shard) finishWrite(pos uint64) {
+	s.unwritten[pos-s.written-1] = false
+	n := 0
+	for n < len(s.unwritten) && !s.unwritten[n] {
+		n++
+	}
+	s.unwritten = s.unwritten[n:]
+	s.written += uint64(n)
+}
+
+// waitOrSync waits for the running sync, or runs one. When nothing is
+// written beyond the durable point but writes are unfinished it waits too:
+// each unfinished write's appender syncs (or waits for a sync) once it
+// finishes, and every sync ends with a broadcast.
 func (s *shard) waitOrSync() {
-	if s.syncing {
+	if s.syncing || s.written == s.synced && s.written < s.next-1 {
 		s.cond.Wait()
 		return
 	}
@@ -89,14 +127,18 @@ const maxRotationsInFlight = 8
 // created, the directory — all in one concurrent round, with mu dropped.
 // Afterwards the generations being sealed get their seal records.
 func (s *shard) syncLocked() {
-	target := s.next - 1
+	target := s.written
 	var files []*os.File
 	if g := s.open(); g != nil {
 		files = append(files, g.data, g.idx)
 	}
-	// Rotations during the round append to s.sealing; the round covers
-	// the first nSealing, and the first nPending of s.pending.
-	nSealing, nPending := len(s.sealing), len(s.pending)
+	// The round seals the first nSealing of s.sealing, those whose
+	// entries are all written; rotations during the round append to
+	// s.sealing. It covers the first nPending of s.pending.
+	nSealing, nPending := 0, len(s.pending)
+	for nSealing < len(s.sealing) && s.sealing[nSealing].last() <= target {
+		nSealing++
+	}
 	for _, sg := range s.sealing {
 		files = append(files, sg.data, sg.idx)
 	}
@@ -187,7 +229,7 @@ func (s *shard) rotateLocked(old *gen) error {
 }
 
 // sealNowLocked seals g, the open generation, durably before returning; no
-// sync may be running and no rotation in flight.
+// sync may be running, no rotation in flight and no write unfinished.
 func (s *shard) sealNowLocked(g *gen) error {
 	if _, err := g.data.WriteAt(eos, g.size); err != nil {
 		return s.fail("seal "+g.dataPath, err)
@@ -229,7 +271,7 @@ func (s *shard) seal() (Generation, error) {
 		switch {
 		case g == nil || len(g.ents) == 0:
 			return Generation{}, nil
-		case s.syncing || len(s.sealing) > 0:
+		case s.syncing || len(s.sealing) > 0 || s.written < s.next-1:
 			s.waitOrSync()
 			continue
 		}
@@ -246,7 +288,7 @@ func (s *shard) seal() (Generation, error) {
 func (s *shard) sealIfOlder(cutoff time.Time) (opened time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.err == nil && (s.syncing || len(s.sealing) > 0) {
+	for s.err == nil && (s.syncing || len(s.sealing) > 0 || s.written < s.next-1) {
 		s.waitOrSync()
 	}
 	g := s.open()
@@ -264,11 +306,8 @@ func (s *shard) sealIfOlder(cutoff time.Time) (opened time.Time, err error) {
 func (s *shard) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.syncing {
-		s.cond.Wait()
-	}
-	for s.err == nil && (len(s.sealing) > 0 || len(s.pending) > 0 || s.dirDirty || s.synced < s.next-1) {
-		s.syncLocked()
+	for s.err == nil && (s.syncing || len(s.sealing) > 0 || len(s.pending) > 0 || s.dirDirty || s.synced < s.next-1) {
+		s.waitOrSync()
 	}
 	for _, g := range s.gens {
 		g.closeFiles()

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -114,12 +115,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	for _, p := range cfg.Producers {
+		Settle()
 		r, err := runOnce(ctx, cfg, p)
 		if err != nil {
 			return res, err
 		}
 		res.Runs = append(res.Runs, r)
 	}
+	Settle()
 	if res.DDAfter, err = DD(ctx, cfg.Dir, cfg.DDMiB); err != nil {
 		return res, err
 	}
@@ -130,11 +133,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
+// Settle flushes every filesystem (sync(2)) so that a measurement does not
+// pay for earlier work still in the page cache or the journal: the scratch
+// files a previous measurement removed (whose freed blocks a filesystem
+// mounted with discard trims at its next journal commit) and dirty data.
+func Settle() { syscall.Sync() }
+
 // DD runs dd if=/dev/zero of=<dir>/ddtest bs=1M count=mib conv=fdatasync
-// and reports its bandwidth. The file is removed afterwards.
+// and reports its bandwidth. The file is removed afterwards. Like the
+// appends it measures after Settle.
 func DD(ctx context.Context, dir string, mib int) (DDResult, error) {
 	path := filepath.Join(dir, "ddtest")
 	defer os.Remove(path)
+	Settle()
 	cmd := exec.CommandContext(ctx, "dd", "if=/dev/zero", "of="+path, "bs=1M", fmt.Sprintf("count=%d", mib), "conv=fdatasync")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -184,14 +195,20 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 		wg       sync.WaitGroup
 	)
 	budget.Store(cfg.BytesPerRun)
+	// The producers' batches are built before the clock starts: making
+	// random payloads is not the WAL's work, and 16 producers doing it at
+	// once would starve the first appends of CPU.
+	recs := make([]arrow.RecordBatch, producers)
+	for p := range recs {
+		recs[p] = record(cfg.EntryBytes)
+		defer recs[p].Release()
+	}
 	deadline := time.Now().Add(cfg.MaxDuration)
 	start := time.Now()
-	for p := 0; p < producers; p++ {
+	for _, rec := range recs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := record(cfg.EntryBytes)
-			defer rec.Release()
 			var mine []time.Duration
 			for budget.Add(-int64(cfg.EntryBytes)) >= 0 && time.Now().Before(deadline) && ctx.Err() == nil {
 				t0 := time.Now()

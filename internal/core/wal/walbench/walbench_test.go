@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -50,13 +52,16 @@ func BenchmarkAppend(b *testing.B) {
 			var n atomic.Int64
 			n.Store(int64(b.N))
 			var wg sync.WaitGroup
+			recs := make([]arrow.RecordBatch, producers)
+			for p := range recs {
+				recs[p] = record(size)
+				defer recs[p].Release()
+			}
 			b.ResetTimer()
-			for p := 0; p < producers; p++ {
+			for _, rec := range recs {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					rec := record(size)
-					defer rec.Release()
 					for n.Add(-1) >= 0 {
 						if _, err := e.Append(ctx, "bench", 0, rec); err != nil {
 							b.Error(err)
