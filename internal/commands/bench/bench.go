@@ -42,7 +42,9 @@ func NewCmdWAL(f *cmdutil.Factory, runF func(context.Context, *WALOptions) error
 		Long: `Measure the WAL's durable append throughput (MiB/s) and ACK latency (p50, p99)
 for each number of concurrent producers, in scratch WAL directories under --dir,
 and the disk's own bandwidth with dd if=/dev/zero bs=1M conv=fdatasync before
-and after; print each run's ratio to the disk. Scratch files are removed.`,
+and after; print each run's ratio to the disk. Each producer appends one
+untimed batch first (warm-up), and every measurement starts after sync(2), so
+none pays for the one before. Scratch files are removed.`,
 		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json",
 		Args:    cmdutil.ExactArgs(0, "bench wal takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
