@@ -157,6 +157,7 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 			"WALCTL_DATA_DIR="+dir, "WALCTL_EMBEDDED=true", "WALCTL_WAL=", "WALCTL_LANCE_ROOT=",
 			"WALCTL_WORKER_MEMORY_BUDGET="+strconv.FormatInt(opts.Budget, 10),
 			"WALCTL_WORKER_PUBLICATION_PIPELINE_PREPARATION="+strconv.FormatBool(mode == "streamed"))
+		walbench.Settle() // the backlog's and the last mode's writes and deletions
 		c, err := pubbench.RunChild(ctx, exe, []string{"bench", "publish", "--child", "--output", "json", "--log-level", "warn"}, env, errOut)
 		if err != nil {
 			return err

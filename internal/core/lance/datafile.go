@@ -67,7 +67,11 @@ type FileWriter struct {
 	rel    string
 	schema *Schema
 	vers   FileVersion
-	done   bool
+	// finished is set by Finish, with its outcome and the file size.
+	finished  bool
+	finishErr error
+	size      uint64
+	done      bool
 }
 
 // writeBehind is how many bytes a FileWriter writes before it asks the
@@ -143,16 +147,32 @@ func (w *FileWriter) Write(rec arrow.Record) error { return w.lw.Write(rec) }
 // far plus the write buffer. Batches are the caller's.
 func (w *FileWriter) WorkspaceBytes() int { return w.lw.WorkspaceBytes() + bufferSize }
 
-// Close writes the footer, fsyncs the file and the data directory, and
-// returns the file's descriptor. On error the partial file is removed.
+// Finish writes the rest of the file and its footer without syncing them.
+// The encoder's workspace is then no longer needed: a caller accounting for
+// it may release it before Close, whose fsync needs no memory. Close calls
+// Finish if the caller did not.
+func (w *FileWriter) Finish() error {
+	if w.done {
+		return fmt.Errorf("%s: already closed: %w", w.rel, errs.ErrInvalid)
+	}
+	if !w.finished {
+		w.finished = true
+		w.size, w.finishErr = w.lw.Finish()
+		if w.finishErr == nil {
+			w.finishErr = w.bw.Flush()
+		}
+	}
+	return w.finishErr
+}
+
+// Close finishes the file, fsyncs it and the data directory, and returns
+// the file's descriptor. On error the partial file is removed.
 func (w *FileWriter) Close() (Descriptor, error) {
 	if w.done {
 		return Descriptor{}, fmt.Errorf("%s: already closed: %w", w.rel, errs.ErrInvalid)
 	}
-	size, err := w.lw.Finish()
-	if err == nil {
-		err = w.bw.Flush()
-	}
+	err := w.Finish()
+	size := w.size
 	if err == nil {
 		err = w.f.Sync()
 	}

@@ -2,11 +2,14 @@ package lance
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/walctl/walctl/internal/core/errs"
 )
 
 // TestWalctlReadsBackEveryType writes every supported type, nullable or not,
@@ -48,9 +51,24 @@ func TestWalctlReadsBackEveryType(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				if f.pageBytes > 64 {
+					// As streamed preparation does: finish (twice is
+					// harmless), then close, which syncs.
+					for range 2 {
+						if err := w.Finish(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
 				desc, err := w.Close()
 				if err != nil {
 					t.Fatal(err)
+				}
+				if _, err := w.Close(); !errors.Is(err, errs.ErrInvalid) {
+					t.Fatalf("second Close: %v", err)
+				}
+				if err := w.Finish(); !errors.Is(err, errs.ErrInvalid) {
+					t.Fatalf("Finish after Close: %v", err)
 				}
 				if err := d.VerifyFile(desc); err != nil {
 					t.Fatal(err)

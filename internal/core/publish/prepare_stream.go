@@ -85,13 +85,14 @@ func (s *Session) prepareStreamed(ctx context.Context, plan *Plan, schema *lance
 		wg.Add(1)
 		go func(j fileJob) {
 			defer wg.Done()
-			desc, held, err := s.streamFile(sctx, schema, fv, j, ws)
-			s.p.cfg.Budget.Release(held)
-			slots.Release(1)
-			mu.Lock()
-			active--
-			mu.Unlock()
-			finishedCh <- struct{}{}
+			desc, err := s.streamFile(sctx, schema, fv, j, ws, func(held int64) {
+				s.p.cfg.Budget.Release(held)
+				slots.Release(1)
+				mu.Lock()
+				active--
+				mu.Unlock()
+				finishedCh <- struct{}{}
+			})
 			if err == nil {
 				mu.Lock()
 				descs[j.index] = desc
@@ -156,15 +157,26 @@ func (s *Session) admit(ctx context.Context, ws int64, mu *sync.Mutex, active *i
 	return nil
 }
 
-// streamFile writes one file from a bounded stream fed by its own fetch. It
-// returns the file's descriptor and the workspace bytes it holds in the
-// budget (ws, or more if the encoder outgrew it) for the caller to release.
-// It returns only after the fetch returned and the stream is drained.
-func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance.FileVersion, j fileJob, ws int64) (lance.Descriptor, int64, error) {
+// streamFile writes one file from a bounded stream fed by its own fetch and
+// returns its descriptor. It calls written exactly once, with the workspace
+// bytes it holds in the budget (ws, or more if the encoder outgrew it), as
+// soon as the writer needs neither them nor its slot: once the file's bytes
+// are all written, before the fsync that makes them durable (which waits
+// for the disk, not the CPU or memory), or on failure. It returns only
+// after the fetch returned, the stream is drained and the file is closed.
+func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance.FileVersion, j fileJob, ws int64, written func(held int64)) (lance.Descriptor, error) {
 	b := s.p.cfg.Budget
+	freed := false
+	free := func() {
+		if !freed {
+			freed = true
+			written(ws)
+		}
+	}
+	defer free()
 	w, err := s.ds.CreateFile(schema, lance.FileOptions{Name: j.name, Version: fv})
 	if err != nil {
-		return lance.Descriptor{}, ws, err
+		return lance.Descriptor{}, err
 	}
 	fctx, fcancel := context.WithCancel(ctx)
 	defer fcancel()
@@ -210,8 +222,12 @@ func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance
 			err = werr // the fetch only saw its cancellation
 		}
 		_ = w.Abort()
-		return lance.Descriptor{}, ws, err
+		return lance.Descriptor{}, err
 	}
-	desc, err := w.Close()
-	return desc, ws, err
+	if err := w.Finish(); err != nil {
+		_ = w.Abort()
+		return lance.Descriptor{}, err
+	}
+	free()
+	return w.Close()
 }

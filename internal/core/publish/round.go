@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/walctl/walctl/internal/core/lance"
 )
 
@@ -204,13 +206,21 @@ func (s *Session) prepareOrReuse(ctx context.Context, plan *Plan) (*Prepared, bo
 	return prep, false, err
 }
 
-// verify checks existence, size and checksum of every file (rule 7).
+// verifyFiles is how many files verify reads at once.
+const verifyFiles = 4
+
+// verify checks existence, size and checksum of every file (rule 7),
+// verifyFiles at a time, and reports every file that fails.
 func (s *Session) verify(p *Prepared) error {
-	var errs []error
-	for _, f := range p.Files {
-		if err := s.ds.VerifyFile(f.Descriptor); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(p.Files))
+	var g errgroup.Group
+	g.SetLimit(verifyFiles)
+	for i, f := range p.Files {
+		g.Go(func() error {
+			errs[i] = s.ds.VerifyFile(f.Descriptor)
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return errors.Join(errs...)
 }

@@ -24,10 +24,15 @@ import (
 // early abort), in the claim, or in the table's latest version.
 var ErrFenced = fmt.Errorf("a newer publisher holds the table: %w", errs.ErrFenced)
 
-// Defaults of Config.
+// Defaults of Config. A publication's fixed costs (planning and pinning,
+// the last files' fsync, verification, the commit and its directory sync,
+// the trim) are paid once per plan while its files are written
+// concurrently, so plans are large: 1 GiB of WAL, or 256 generations (2 GiB
+// of default 8 MiB generations), in 64 MiB files. Memory does not grow
+// with the plan: files are fetched and written within the worker's budget.
 const (
-	DefaultMaxPlanBytes       = 256 << 20
-	DefaultMaxPlanGenerations = 64
+	DefaultMaxPlanBytes       = 1 << 30
+	DefaultMaxPlanGenerations = 256
 	DefaultFileBytes          = 64 << 20
 	DefaultCommitAttempts     = 8
 )
