@@ -29,17 +29,17 @@ type prepareHooks struct {
 
 // fetch streams the entries of j's range, in order, to fn. Each entry is
 // fetched and decoded under one of the process's fetch/decode permits and
-// then reserved in the budget before fn sees it; fn takes ownership of the
-// retained record and of the n reserved bytes, and must release both (also
-// when it returns an error). held reports the bytes the caller's writer
-// already holds: an entry that could not fit beside them is
-// budget.ErrTooLarge at once.
+// then reserved with reserve (its bytes in the budget, or an error: an entry
+// that could not fit beside what its writer holds is budget.ErrTooLarge at
+// once) before fn sees it; fn takes ownership of the retained record and of
+// the n reserved bytes, and must release both (also when it returns an
+// error).
 //
 // On cancellation the decode in flight keeps its permit until the WAL read
 // returns; fetch returns only after that, so a permit is never released
 // while its decode may still run.
-func (s *Session) fetch(ctx context.Context, j fileJob, held func() int64, fn func(rec arrow.RecordBatch, pos uint64, n int64) error) error {
-	permits, b, hooks := s.p.cfg.Permits, s.p.cfg.Budget, s.p.cfg.hooks
+func (s *Session) fetch(ctx context.Context, j fileJob, reserve func(ctx context.Context, n int64, what string) error, fn func(rec arrow.RecordBatch, pos uint64, n int64) error) error {
+	permits, hooks := s.p.cfg.Permits, s.p.cfg.hooks
 	fr := j.rng
 	if err := permits.Acquire(ctx); err != nil {
 		return err
@@ -63,10 +63,7 @@ func (s *Session) fetch(ctx context.Context, j fileJob, held func() int64, fn fu
 		next++
 		n := RecordBytes(e.Record)
 		what := fmt.Sprintf("WAL entry %d of shard %d", e.Position, fr.Shard)
-		if err := tooLarge(b, n, held(), what); err != nil {
-			return err
-		}
-		if err := b.Reserve(ctx, n, what); err != nil {
+		if err := reserve(ctx, n, what); err != nil {
 			return err
 		}
 		e.Record.Retain()

@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -31,10 +32,11 @@ type fileJob struct {
 // then records the complete descriptor set. Files hold no fragment ids:
 // those are assigned at commit from the parent version.
 //
-// Buffered (the default) writes the files one after the other, each from its
-// fetched and decoded entries; streamed (Config.PipelinePreparation) writes
-// up to Config.StreamFiles files at once as their entries are decoded. Both
-// write the same ranges with the same record batches, whole.
+// Buffered (the default) writes the files one after the other, each from
+// its entries fetched and decoded whole first; streamed
+// (Config.PipelinePreparation) writes up to Config.StreamFiles files at once
+// as their entries are decoded. Both write the same ranges with the same
+// record batches, whole.
 //
 // If any file fails or ctx ends, every admitted writer finishes first, then
 // the error is returned and nothing is recorded (a partial set is never
@@ -83,74 +85,91 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 	return prep, nil
 }
 
-// prepareBuffered writes the plan's files one after the other.
+// prepareBuffered writes the plan's files one after the other, each from its
+// whole range fetched and decoded first (the next is fetched while the
+// last one's fsync runs). A writer is admitted once its encoder workspace
+// and its range's WAL bytes are reserved (at most the whole budget): the
+// decoded entries point into the WAL bytes, so they fit.
 func (s *Session) prepareBuffered(ctx context.Context, plan *Plan, schema *lance.Schema, fv lance.FileVersion, jobs []fileJob) ([]lance.Descriptor, error) {
-	descs := make([]lance.Descriptor, 0, len(jobs))
-	for _, j := range jobs {
-		if err := s.claim.Err(); err != nil {
-			return nil, err
+	need := func(j fileJob) int64 {
+		n := workspaceBound + max(0, j.rng.Bytes)
+		if b := s.p.cfg.Budget; b != nil {
+			n = min(n, b.Total())
 		}
-		desc, err := s.writeBuffered(ctx, schema, fv, j)
-		if err != nil {
-			return nil, fileErr(plan, j, err)
-		}
-		descs = append(descs, desc)
-		if err := failpoint.Inject(ctx, failpoint.AfterFilesPrepared, len(descs)); err != nil {
-			return nil, err
-		}
+		return n
 	}
-	return descs, nil
+	return s.prepareFiles(ctx, plan, jobs, 1, need,
+		func(ctx context.Context, j fileJob, held int64, written func(int64)) (lance.Descriptor, error) {
+			return s.writeBuffered(ctx, schema, fv, j, held, written)
+		})
 }
 
 func fileErr(plan *Plan, j fileJob, err error) error {
 	return fmt.Errorf("prepare %s file %d (shard %d, positions %d–%d): %w", plan.ID, j.index, j.rng.Shard, j.rng.From, j.rng.To, err)
 }
 
-// writeBuffered reserves the encoder workspace, fetches and decodes the
-// range's entries (each holding its bytes against the memory budget until
-// written), then writes them, each record batch whole, into one new data
-// file. The whole file's entries and the workspace must fit the budget
-// together; a file that cannot is budget.ErrTooLarge, never a wait for
-// bytes this writer itself holds.
-func (s *Session) writeBuffered(ctx context.Context, schema *lance.Schema, fv lance.FileVersion, j fileJob) (desc lance.Descriptor, err error) {
+// writeBuffered fetches and decodes the range's entries, then writes them,
+// each record batch whole, into one new data file (a writeFile). Its
+// admission reserved held bytes: the encoder workspace and, beyond it, a
+// pool the entries draw from; an entry the pool cannot cover reserves the
+// rest itself. The whole file's entries and the workspace must fit the
+// budget together; a file that cannot is budget.ErrTooLarge, never a wait
+// for bytes this writer itself holds.
+func (s *Session) writeBuffered(ctx context.Context, schema *lance.Schema, fv lance.FileVersion, j fileJob, held int64, written func(int64)) (lance.Descriptor, error) {
 	b := s.p.cfg.Budget
+	ws := int64(workspaceBound)
+	pool := max(0, held-ws)
 	var recs []arrow.RecordBatch
-	var reserved int64
-	defer func() {
+	free := sync.OnceFunc(func() {
 		for _, r := range recs {
 			r.Release()
 		}
-		b.Release(reserved)
-	}()
-	ws := int64(workspaceBound)
-	if err := b.Reserve(ctx, ws, "Lance encoder workspace"); err != nil {
-		return desc, err
+		written(held)
+	})
+	defer free()
+	reserve := func(ctx context.Context, n int64, what string) error {
+		if n <= pool {
+			pool -= n
+			return nil
+		}
+		extra := n - pool
+		if err := tooLarge(b, extra, held, what); err != nil {
+			return err
+		}
+		if err := b.Reserve(ctx, extra, what); err != nil {
+			return err
+		}
+		held, pool = held+extra, 0
+		return nil
 	}
-	reserved += ws
-	err = s.fetch(ctx, j, func() int64 { return reserved }, func(rec arrow.RecordBatch, _ uint64, n int64) error {
-		reserved += n
+	err := s.fetch(ctx, j, reserve, func(rec arrow.RecordBatch, _ uint64, _ int64) error {
 		recs = append(recs, rec)
 		return nil
 	})
 	if err != nil {
-		return desc, err
+		return lance.Descriptor{}, err
 	}
 	w, err := s.ds.CreateFile(schema, lance.FileOptions{Name: j.name, Version: fv})
 	if err != nil {
-		return desc, err
+		return lance.Descriptor{}, err
 	}
 	for _, r := range recs {
-		if err := w.Write(r); err != nil {
-			_ = w.Abort()
-			return desc, err
+		err := w.Write(r)
+		if err == nil {
+			var d int64
+			d, err = s.growWorkspace(ctx, w, ws)
+			ws, held = ws+d, held+d
 		}
-		d, err := s.growWorkspace(ctx, w, ws)
-		ws, reserved = ws+d, reserved+d
 		if err != nil {
 			_ = w.Abort()
-			return desc, err
+			return lance.Descriptor{}, err
 		}
 	}
+	if err := w.Finish(); err != nil {
+		_ = w.Abort()
+		return lance.Descriptor{}, err
+	}
+	free()
 	return w.Close()
 }
 

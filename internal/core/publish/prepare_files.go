@@ -1,0 +1,154 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/walctl/walctl/internal/core/failpoint"
+	"github.com/walctl/walctl/internal/core/lance"
+)
+
+// DefaultStreamFiles is how many files of a plan streamed preparation
+// writes at once when Config.StreamFiles is not set.
+const DefaultStreamFiles = 4
+
+// writeFile writes one admitted file of a plan. Its admission reserved held
+// bytes of the budget. It calls written exactly once, with the bytes it
+// then holds, as soon as it needs neither them nor its slot: once the
+// file's bytes are all written, before the fsync that makes them durable
+// (which waits for the disk, not for CPU or memory), or on failure. It
+// returns only after the file is closed, or removed.
+type writeFile func(ctx context.Context, j fileJob, held int64, written func(held int64)) (lance.Descriptor, error)
+
+// prepareFiles writes the plan's files, at most files at once, each with
+// write. A writer is admitted only once need(j) bytes are reserved for it
+// (its encoder workspace, and in buffered mode its entries), so an admitted
+// writer can always finish and free the budget. A writer frees its slot
+// and its bytes before its file's fsync, so the next file is being written
+// while the disk completes the last.
+//
+// The first failure (a file, ctx, the claim) cancels the others: no new
+// writer is admitted, and the error is returned only after every admitted
+// writer finished — its fetch returned, its entries released, its file
+// closed or removed and its reservations released.
+func (s *Session) prepareFiles(ctx context.Context, plan *Plan, jobs []fileJob, files int, need func(fileJob) int64, write writeFile) ([]lance.Descriptor, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // losing the claim stops every writer of the plan
+		select {
+		case <-s.claim.Done():
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+
+	var (
+		mu       sync.Mutex
+		first    error
+		descs    = make([]lance.Descriptor, len(jobs))
+		finished int
+		active   int // admitted writers still holding their reservation
+		wg       sync.WaitGroup
+	)
+	freed := make(chan struct{}, len(jobs))
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil || (errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
+			first = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	slots := semaphore.NewWeighted(int64(files))
+	hooks := s.p.cfg.hooks
+	for _, j := range jobs {
+		if err := slots.Acquire(sctx, 1); err != nil {
+			fail(err)
+			break
+		}
+		n := need(j)
+		if err := s.admit(sctx, n, &mu, &active, freed); err != nil {
+			slots.Release(1)
+			fail(err)
+			break
+		}
+		if hooks != nil && hooks.writerStart != nil {
+			hooks.writerStart(j.index)
+		}
+		wg.Add(1)
+		go func(j fileJob) {
+			defer wg.Done()
+			desc, err := write(sctx, j, n, func(held int64) {
+				s.p.cfg.Budget.Release(held)
+				slots.Release(1)
+				mu.Lock()
+				active--
+				mu.Unlock()
+				freed <- struct{}{}
+			})
+			if err == nil {
+				mu.Lock()
+				descs[j.index] = desc
+				finished++
+				n := finished
+				mu.Unlock()
+				err = failpoint.Inject(sctx, failpoint.AfterFilesPrepared, n)
+			}
+			if err != nil {
+				fail(fileErr(plan, j, err))
+			}
+			if hooks != nil && hooks.writerDone != nil {
+				hooks.writerDone(j.index, err)
+			}
+		}(j)
+	}
+	wg.Wait()
+	if first == nil {
+		first = s.claim.Err() // a claim lost after the last file was admitted
+	}
+	if first == nil {
+		first = ctx.Err()
+	}
+	if first != nil {
+		if err := s.claim.Err(); err != nil && errors.Is(first, context.Canceled) {
+			return nil, err
+		}
+		return nil, first
+	}
+	return descs, nil
+}
+
+// admit reserves n bytes for a new writer. While writers of this plan hold
+// reservations it takes the bytes only when they are free now, and
+// otherwise waits for one of those writers to free its own: a writer
+// admitted into bytes the running writers need would stall them. With none
+// holding any it waits for the bytes.
+func (s *Session) admit(ctx context.Context, n int64, mu *sync.Mutex, active *int, freed <-chan struct{}) error {
+	b := s.p.cfg.Budget
+	for {
+		if b.TryReserve(n) {
+			break
+		}
+		mu.Lock()
+		k := *active
+		mu.Unlock()
+		if k == 0 {
+			if err := b.Reserve(ctx, n, "Lance file writer"); err != nil {
+				return err
+			}
+			break
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	mu.Lock()
+	*active++
+	mu.Unlock()
+	return nil
+}
