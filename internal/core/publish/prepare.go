@@ -165,12 +165,7 @@ func (s *Session) writeBuffered(ctx context.Context, schema *lance.Schema, fv la
 			return lance.Descriptor{}, err
 		}
 	}
-	if err := w.Finish(); err != nil {
-		_ = w.Abort()
-		return lance.Descriptor{}, err
-	}
-	free()
-	return w.Close()
+	return finishFile(w, free)
 }
 
 // growWorkspace reserves the difference when a writer's workspace outgrew

@@ -152,3 +152,15 @@ func (s *Session) admit(ctx context.Context, n int64, mu *sync.Mutex, active *in
 	mu.Unlock()
 	return nil
 }
+
+// finishFile finishes w's bytes, calls free (the writer needs neither its
+// memory nor its slot any more), then closes w, which syncs it. A file
+// that cannot be finished is removed.
+func finishFile(w *lance.FileWriter, free func()) (lance.Descriptor, error) {
+	if err := w.Finish(); err != nil {
+		_ = w.Abort()
+		return lance.Descriptor{}, err
+	}
+	free()
+	return w.Close()
+}

@@ -97,10 +97,5 @@ func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance
 		_ = w.Abort()
 		return lance.Descriptor{}, err
 	}
-	if err := w.Finish(); err != nil {
-		_ = w.Abort()
-		return lance.Descriptor{}, err
-	}
-	free()
-	return w.Close()
+	return finishFile(w, free)
 }
