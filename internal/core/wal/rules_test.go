@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/walctl/walctl/internal/core/dirlock"
@@ -232,6 +233,30 @@ func TestAgeSealing(t *testing.T) {
 			break
 		}
 		runtimeGosched()
+	}
+}
+
+// timerless is a fake clock whose timers never fire: the age sealer, which
+// sleeps on one, never acts.
+type timerless struct{ *clocktesting.FakeClock }
+
+func (c timerless) NewTimer(time.Duration) clock.Timer { return c.FakeClock.NewTimer(1 << 62) }
+
+// TestAgeSealingOnAppend: an append to a generation past its age starts a
+// new one, the rotation sealing the old, without the age sealer (on a busy
+// shard it may find no moment without a sync or write in flight).
+func TestAgeSealingOnAppend(t *testing.T) {
+	clk := timerless{clocktesting.NewFakeClock(time.Unix(1_000_000, 0))}
+	e := openTest(t, t.TempDir(), Options{Clock: clk, MaxGenerationAge: 10 * time.Second})
+	mustCreate(t, e, "t", 1)
+	mustAppend(t, e, "t", 0, 1, 1)
+	mustAppend(t, e, "t", 0, 2, 1)
+	clk.Step(10 * time.Second)
+	mustAppend(t, e, "t", 0, 3, 1)
+	mustAppend(t, e, "t", 0, 4, 1) // its sync completes the rotation's seal
+	g, _ := e.Generations(context.Background(), "t", 0)
+	if len(g) != 2 || !g[0].Sealed || g[0].Last != 2 || g[1].Sealed || g[1].First != 3 {
+		t.Fatalf("generations %+v, want 1..2 sealed and 3.. open", g)
 	}
 }
 

@@ -26,7 +26,7 @@ func (s *shard) append(raw []byte) (uint64, error) {
 			return 0, s.err
 		}
 		g = s.open()
-		if g != nil && (len(g.ents) == 0 || g.size+int64(len(raw)) <= s.e.opts.MaxGenerationBytes) {
+		if g != nil && (len(g.ents) == 0 || g.size+int64(len(raw)) <= s.e.opts.MaxGenerationBytes && !s.expired(g)) {
 			break
 		}
 		if len(s.sealing) >= maxRotationsInFlight {
@@ -81,6 +81,14 @@ func (s *shard) append(raw []byte) (uint64, error) {
 		s.waitOrSync()
 	}
 	return pos, nil
+}
+
+// expired tells whether g reached the age limit. An append then rotates
+// it, as when it is full: on a busy shard the age sealer may find no moment
+// without a sync or a write in flight.
+func (s *shard) expired(g *gen) bool {
+	age := s.e.opts.MaxGenerationAge
+	return age > 0 && !s.e.opts.Clock.Now().Before(g.openedAt.Add(age))
 }
 
 // fail records a sticky write or sync failure and returns it.
