@@ -41,8 +41,9 @@ func NewCmdWAL(f *cmdutil.Factory, runF func(context.Context, *WALOptions) error
 		Short: "Durable append throughput and ACK latency beside the disk's dd fdatasync bandwidth",
 		Long: `Measure the WAL's durable append throughput (MiB/s) and ACK latency (p50, p99)
 for each number of concurrent producers, in scratch WAL directories under --dir,
-and the disk's own bandwidth with dd if=/dev/zero bs=1M conv=fdatasync before
-and after; print each run's ratio to the disk. Each producer appends one
+and the disk's own bandwidth with dd if=/dev/zero bs=1M conv=fdatasync before,
+between and after the runs; print each run's ratio to the mean of the two dd
+measured right around it (shared disks drift). Each producer appends one
 untimed batch first (warm-up), and every measurement starts after sync(2), so
 none pays for the one before. Scratch files are removed.`,
 		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json",
@@ -76,11 +77,11 @@ func walRun(ctx context.Context, opts *WALOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "dd conv=fdatasync: %.1f MiB/s before, %.1f MiB/s after\n", res.DD.MiBps, res.DDAfter.MiBps)
+	fmt.Fprintf(f.IOStreams.ErrOut, "dd conv=fdatasync: %s MiB/s (before, between and after the runs)\n", ddList(res.DDs))
 	return f.Print(res, func() *render.Table {
-		t := render.NewTable("producers", "MiB/s", "p50 ack", "p99 ack", "ratio to dd")
+		t := render.NewTable("producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "ratio to dd")
 		for _, r := range res.Runs {
-			t.Add(fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms), fmt.Sprintf("%.2f", r.Ratio))
+			t.Add(fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.Ratio))
 		}
 		return t
 	})

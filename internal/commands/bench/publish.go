@@ -51,8 +51,10 @@ type ModeResult struct {
 	// PeakRSS is the child process's peak resident set (VmHWM), bytes.
 	PeakRSS    int64   `json:"peak_rss_bytes"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
-	// RatioToDD is MiBps over the dd conv=fdatasync bandwidth (the mean of
-	// the measurements before and after).
+	// DDMiBps is the dd conv=fdatasync bandwidth measured around this mode
+	// (the mean of the measurements right before and right after it);
+	// RatioToDD is MiBps over it.
+	DDMiBps   float64 `json:"dd_mib_per_s"`
 	RatioToDD float64 `json:"ratio_to_dd"`
 	// WallSeconds is the child's whole life (etcd start, open, exit).
 	WallSeconds float64 `json:"wall_seconds"`
@@ -64,11 +66,13 @@ type PublishResult struct {
 	Size    int64              `json:"size"`
 	Budget  int64              `json:"budget"`
 	Backlog []pubbench.Backlog `json:"backlog"`
-	DD      walbench.DDResult  `json:"dd"`
-	DDAfter walbench.DDResult  `json:"dd_after"`
-	// DDMiBps is the mean of the two dd measurements, the ratios' base.
-	DDMiBps float64      `json:"dd_mib_per_s"`
-	Runs    []ModeResult `json:"runs"`
+	// DDs are the dd measurements before, between and after the modes; DD
+	// and DDAfter the first and the last, DDMiBps the mean of all.
+	DDs     []walbench.DDResult `json:"dd_runs"`
+	DD      walbench.DDResult   `json:"dd"`
+	DDAfter walbench.DDResult   `json:"dd_after"`
+	DDMiBps float64             `json:"dd_mib_per_s"`
+	Runs    []ModeResult        `json:"runs"`
 }
 
 // NewCmdPublish returns `bench publish`.
@@ -78,15 +82,17 @@ func NewCmdPublish(f *cmdutil.Factory, runF func(context.Context, *PublishOption
 		Use:   "publish [--size 1GiB] [--budget 256MiB] [--modes buffered,streamed]",
 		Short: "Publication throughput and peak memory, buffered and streamed, beside the disk's dd fdatasync bandwidth",
 		Long: `Measure publication: for each mode, build a backlog of --size ACKed, sealed,
-unpublished WAL entries in a scratch data directory under --dir, then publish it
-all in a child walctl process (its own embedded etcd and in-process WAL) with
-the memory budget --budget and the mode's preparation (buffered, or streamed:
-worker.publication.pipeline_preparation). Print the publication's MiB/s (WAL
-bytes published over the time from the first round to the idle one), the
-child's peak resident set (VmHWM, from wait4's rusage), and the ratio to the
-disk's own bandwidth: the mean of dd if=/dev/zero bs=1M conv=fdatasync before
-and after the publications, in the same run. Figures are recorded, never asserted. Scratch data is removed unless
---keep.`,
+unpublished WAL entries in a scratch data directory under --dir; then publish
+each backlog in a child walctl process (its own embedded etcd and in-process
+WAL) with the memory budget --budget and the mode's preparation (buffered, or
+streamed: worker.publication.pipeline_preparation). Print the publication's
+MiB/s (WAL bytes published over the time from the first round to the idle
+one), the child's peak resident set (VmHWM, from wait4's rusage), and the ratio
+to the disk's own bandwidth: dd if=/dev/zero bs=1M conv=fdatasync runs before,
+between and after the publications, and each mode's ratio uses the mean of the
+two measured right around it (shared disks drift). Every measurement starts
+after sync(2). Figures are recorded, never asserted. Scratch data is removed
+unless --keep.`,
 		Example: "  walctl bench publish\n  walctl bench publish --size 4GiB --budget 256MiB --output json\n  walctl bench publish --size 8MiB --modes streamed --dd-mib 16",
 		Args:    cmdutil.ExactArgs(0, "bench publish takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -140,24 +146,25 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 	}
 	errOut := f.IOStreams.ErrOut
 	res := PublishResult{Dir: root, Size: opts.Size, Budget: opts.Budget, Backlog: []pubbench.Backlog{}, Runs: []ModeResult{}}
-	fmt.Fprintf(errOut, "measuring the disk under %s with dd (%d MiB, conv=fdatasync)…\n", root, opts.DDMiB)
-	if res.DD, err = walbench.DD(ctx, root, opts.DDMiB); err != nil {
-		return err
-	}
+	fmt.Fprintf(errOut, "measuring the disk under %s with dd (%d MiB, conv=fdatasync) around each mode…\n", root, opts.DDMiB)
+	// Each mode's backlog is built first, so that the dd measurements
+	// bracket the publications alone.
 	for _, mode := range opts.Modes {
-		dir := filepath.Join(root, mode)
 		fmt.Fprintf(errOut, "%s: building a %s backlog…\n", mode, humanize.IBytes(uint64(opts.Size)))
-		bl, err := backlog(ctx, dir, opts.Size)
+		bl, err := backlog(ctx, filepath.Join(root, mode), opts.Size)
 		if err != nil {
 			return err
 		}
 		res.Backlog = append(res.Backlog, bl)
+	}
+	dds, err := walbench.Bracket(ctx, root, opts.DDMiB, len(opts.Modes), func(i int) error {
+		mode, bl := opts.Modes[i], res.Backlog[i]
+		dir := filepath.Join(root, mode)
 		fmt.Fprintf(errOut, "%s: publishing %s in a child process (budget %s)…\n", mode, humanize.IBytes(uint64(bl.Bytes)), humanize.IBytes(uint64(opts.Budget)))
 		env := append(os.Environ(),
 			"WALCTL_DATA_DIR="+dir, "WALCTL_EMBEDDED=true", "WALCTL_WAL=", "WALCTL_LANCE_ROOT=",
 			"WALCTL_WORKER_MEMORY_BUDGET="+strconv.FormatInt(opts.Budget, 10),
 			"WALCTL_WORKER_PUBLICATION_PIPELINE_PREPARATION="+strconv.FormatBool(mode == "streamed"))
-		walbench.Settle() // the backlog's and the last mode's writes and deletions
 		c, err := pubbench.RunChild(ctx, exe, []string{"bench", "publish", "--child", "--output", "json", "--log-level", "warn"}, env, errOut)
 		if err != nil {
 			return err
@@ -172,22 +179,24 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 		if !opts.Keep {
 			_ = os.RemoveAll(dir)
 		}
-	}
-	if res.DDAfter, err = walbench.DD(ctx, root, opts.DDMiB); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	res.DDMiBps = (res.DD.MiBps + res.DDAfter.MiBps) / 2
+	res.DDs, res.DD, res.DDAfter, res.DDMiBps = dds, dds[0], dds[len(dds)-1], walbench.MeanDD(dds)
 	for i := range res.Runs {
-		if res.DDMiBps > 0 {
-			res.Runs[i].RatioToDD = res.Runs[i].MiBps / res.DDMiBps
+		res.Runs[i].DDMiBps = walbench.Around(dds, i)
+		if res.Runs[i].DDMiBps > 0 {
+			res.Runs[i].RatioToDD = res.Runs[i].MiBps / res.Runs[i].DDMiBps
 		}
 	}
-	fmt.Fprintf(errOut, "dd conv=fdatasync: %.1f MiB/s before, %.1f MiB/s after\n", res.DD.MiBps, res.DDAfter.MiBps)
+	fmt.Fprintf(errOut, "dd conv=fdatasync: %s MiB/s (before, between and after the modes)\n", ddList(dds))
 	return f.Print(res, func() *render.Table {
-		t := render.NewTable("mode", "MiB", "MiB/s", "peak RSS", "budget", "ratio to dd", "files", "rows")
+		t := render.NewTable("mode", "MiB", "MiB/s", "peak RSS", "budget", "dd MiB/s", "ratio to dd", "files", "rows")
 		for _, r := range res.Runs {
 			t.Add(r.Mode, fmt.Sprintf("%.0f", float64(r.Bytes)/(1<<20)), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.0f MiB", r.PeakRSSMiB),
-				humanize.IBytes(uint64(res.Budget)), fmt.Sprintf("%.2f", r.RatioToDD), fmt.Sprint(r.Files), humanize.Comma(r.Rows))
+				humanize.IBytes(uint64(res.Budget)), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.RatioToDD), fmt.Sprint(r.Files), humanize.Comma(r.Rows))
 		}
 		return t
 	})
@@ -290,4 +299,13 @@ func childRun(ctx context.Context, opts *PublishOptions) (err error) {
 	fmt.Fprintf(f.IOStreams.ErrOut, "published %s in %.2fs (%.1f MiB/s, streamed=%v)\n",
 		humanize.IBytes(uint64(r.Bytes)), r.Seconds, r.MiBps, f.Config.Bool(cmdutil.KeyPipeline))
 	return f.Print(r, nil)
+}
+
+// ddList formats dd bandwidths as "1150.2, 1120.7, 1098.0".
+func ddList(dds []walbench.DDResult) string {
+	var parts []string
+	for _, d := range dds {
+		parts = append(parts, fmt.Sprintf("%.1f", d.MiBps))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -50,8 +50,11 @@ type Config struct {
 type Result struct {
 	Dir        string `json:"dir"`
 	EntryBytes int    `json:"entry_bytes"`
-	// DD and DDAfter measure the disk before and after the append runs
-	// (shared disks drift); ratios use their mean, DDMiBps.
+	// DDs measure the disk before the first run, between runs and after
+	// the last (shared disks drift); each run's ratio uses the mean of the
+	// two around it. DD and DDAfter are the first and the last, DDMiBps the
+	// mean of all.
+	DDs     []DDResult  `json:"dd_runs"`
 	DD      DDResult    `json:"dd"`
 	DDAfter DDResult    `json:"dd_after"`
 	DDMiBps float64     `json:"dd_mib_per_s"`
@@ -76,8 +79,10 @@ type RunResult struct {
 	MiBps     float64 `json:"mib_per_s"`
 	P50Ms     float64 `json:"p50_ack_ms"`
 	P99Ms     float64 `json:"p99_ack_ms"`
-	// Ratio is MiBps divided by Result.DDMiBps.
-	Ratio float64 `json:"ratio_to_dd"`
+	// DDMiBps is the mean of the dd measured right before and right after
+	// this run; Ratio is MiBps divided by it.
+	DDMiBps float64 `json:"dd_mib_per_s"`
+	Ratio   float64 `json:"ratio_to_dd"`
 }
 
 func (c Config) withDefaults() Config {
@@ -100,38 +105,65 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Run measures dd, then durable append throughput for each producer count,
-// then dd again,
-// each in a fresh WAL directory under cfg.Dir that is removed afterwards.
-// Cancelling ctx stops the current measurement and returns ctx's error
-// (wrapping errs.ErrUnavailable); scratch files are removed either way.
+// Run measures durable append throughput for each producer count, each in
+// a fresh WAL directory under cfg.Dir that is removed afterwards, with dd
+// before, between and after the runs (Bracket). Cancelling ctx stops the
+// current measurement and returns ctx's error (wrapping
+// errs.ErrUnavailable); scratch files are removed either way.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Dir == "" {
 		return Result{}, fmt.Errorf("benchmark directory not set: %w", errs.ErrInvalid)
 	}
 	res := Result{Dir: cfg.Dir, EntryBytes: cfg.EntryBytes}
-	var err error
-	if res.DD, err = DD(ctx, cfg.Dir, cfg.DDMiB); err != nil {
-		return res, err
-	}
-	for _, p := range cfg.Producers {
-		Settle()
-		r, err := runOnce(ctx, cfg, p)
-		if err != nil {
-			return res, err
-		}
+	dds, err := Bracket(ctx, cfg.Dir, cfg.DDMiB, len(cfg.Producers), func(i int) error {
+		r, err := runOnce(ctx, cfg, cfg.Producers[i])
 		res.Runs = append(res.Runs, r)
-	}
-	Settle()
-	if res.DDAfter, err = DD(ctx, cfg.Dir, cfg.DDMiB); err != nil {
+		return err
+	})
+	if err != nil {
 		return res, err
 	}
-	res.DDMiBps = (res.DD.MiBps + res.DDAfter.MiBps) / 2
+	res.DDs, res.DD, res.DDAfter, res.DDMiBps = dds, dds[0], dds[len(dds)-1], MeanDD(dds)
 	for i := range res.Runs {
-		res.Runs[i].Ratio = res.Runs[i].MiBps / res.DDMiBps
+		res.Runs[i].DDMiBps = Around(dds, i)
+		res.Runs[i].Ratio = res.Runs[i].MiBps / res.Runs[i].DDMiBps
 	}
 	return res, nil
+}
+
+// Bracket runs measurements 0..n-1 with dd (of mib MiB under dir) before
+// the first, between each two and after the last, every one of them after
+// Settle, and returns the n+1 dd results in order: a measurement's disk is
+// then the one measured right around it, not minutes away.
+func Bracket(ctx context.Context, dir string, mib, n int, measure func(i int) error) ([]DDResult, error) {
+	dds := make([]DDResult, 0, n+1)
+	for i := 0; ; i++ {
+		dd, err := DD(ctx, dir, mib)
+		if err != nil {
+			return nil, err
+		}
+		if dds = append(dds, dd); i == n {
+			return dds, nil
+		}
+		Settle()
+		if err := measure(i); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Around is the mean bandwidth of the dd measured right before and right
+// after measurement i of Bracket.
+func Around(dds []DDResult, i int) float64 { return (dds[i].MiBps + dds[i+1].MiBps) / 2 }
+
+// MeanDD is the mean bandwidth of dds.
+func MeanDD(dds []DDResult) float64 {
+	var sum float64
+	for _, d := range dds {
+		sum += d.MiBps
+	}
+	return sum / float64(len(dds))
 }
 
 // Settle flushes every filesystem (sync(2)) so that a measurement does not

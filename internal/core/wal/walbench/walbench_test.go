@@ -18,13 +18,13 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.DD.MiBps <= 0 || len(res.Runs) != 2 {
+	if res.DD.MiBps <= 0 || len(res.Runs) != 2 || len(res.DDs) != 3 || res.DDAfter != res.DDs[2] {
 		t.Fatalf("result %+v", res)
 	}
 	for _, r := range res.Runs {
 		// 4 MiB budget in 16 KiB entries is 256 appends, each a bit larger
 		// than its payload once encoded.
-		if r.Appends != 256 || r.Bytes < 4<<20 || r.P99Ms < r.P50Ms || r.Ratio <= 0 {
+		if r.Appends != 256 || r.Bytes < 4<<20 || r.P99Ms < r.P50Ms || r.DDMiBps <= 0 || r.Ratio != r.MiBps/r.DDMiBps {
 			t.Fatalf("run %+v", r)
 		}
 	}
