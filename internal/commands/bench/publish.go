@@ -157,12 +157,7 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 		}
 		res.Backlog = append(res.Backlog, bl)
 	}
-	ddDir := filepath.Join(root, "dd")
-	if err := os.Mkdir(ddDir, 0o755); err != nil {
-		return err
-	}
-	defer os.RemoveAll(ddDir) // also with --keep
-	dds, err := walbench.Bracket(ctx, ddDir, opts.DDMiB, len(opts.Modes), func(i int) error {
+	dds, err := walbench.Bracket(ctx, root, opts.DDMiB, len(opts.Modes), func(i int) error {
 		mode, bl := opts.Modes[i], res.Backlog[i]
 		dir := filepath.Join(root, mode)
 		fmt.Fprintf(errOut, "%s: publishing %s in a child process (budget %s)…\n", mode, humanize.IBytes(uint64(bl.Bytes)), humanize.IBytes(uint64(opts.Budget)))
@@ -181,7 +176,10 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 		r.Mode, r.PeakRSS, r.WallSeconds = mode, c.PeakRSS, c.Wall.Seconds()
 		r.PeakRSSMiB = float64(c.PeakRSS) / (1 << 20)
 		res.Runs = append(res.Runs, r)
-		return nil // dir stays until root goes: removing it would slow the next dd
+		if !opts.Keep {
+			_ = os.RemoveAll(dir)
+		}
+		return nil
 	})
 	if err != nil {
 		return err

@@ -106,23 +106,18 @@ func (c Config) withDefaults() Config {
 }
 
 // Run measures durable append throughput for each producer count, each in
-// a fresh WAL directory under cfg.Dir, with dd before, between and after
-// the runs (Bracket). Cancelling ctx stops the current measurement and
-// returns ctx's error (wrapping errs.ErrUnavailable). Scratch files are
-// removed at the end, either way.
+// a fresh WAL directory under cfg.Dir that is removed afterwards, with dd
+// before, between and after the runs (Bracket). Cancelling ctx stops the
+// current measurement and returns ctx's error (wrapping
+// errs.ErrUnavailable); scratch files are removed either way.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Dir == "" {
 		return Result{}, fmt.Errorf("benchmark directory not set: %w", errs.ErrInvalid)
 	}
-	scratch, err := os.MkdirTemp(cfg.Dir, "walbench-")
-	if err != nil {
-		return Result{}, err
-	}
-	defer os.RemoveAll(scratch)
 	res := Result{Dir: cfg.Dir, EntryBytes: cfg.EntryBytes}
-	dds, err := Bracket(ctx, scratch, cfg.DDMiB, len(cfg.Producers), func(i int) error {
-		r, err := runOnce(ctx, cfg, filepath.Join(scratch, fmt.Sprintf("run-%d", i)), cfg.Producers[i])
+	dds, err := Bracket(ctx, cfg.Dir, cfg.DDMiB, len(cfg.Producers), func(i int) error {
+		r, err := runOnce(ctx, cfg, cfg.Producers[i])
 		res.Runs = append(res.Runs, r)
 		return err
 	})
@@ -137,16 +132,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// Bracket runs measurements 0..n-1 with dd (of mib MiB, into files under
-// dir) before the first, between each two and after the last, every one of
-// them after Settle, and returns the n+1 dd results in order: a
-// measurement's disk is then the one measured right around it, not minutes
-// away. The dd files stay until the caller removes dir: on a disk mounted
-// with discard, freeing blocks right before a measurement slows it down.
+// Bracket runs measurements 0..n-1 with dd (of mib MiB under dir) before
+// the first, between each two and after the last, every one of them after
+// Settle, and returns the n+1 dd results in order: a measurement's disk is
+// then the one measured right around it, not minutes away.
 func Bracket(ctx context.Context, dir string, mib, n int, measure func(i int) error) ([]DDResult, error) {
 	dds := make([]DDResult, 0, n+1)
 	for i := 0; ; i++ {
-		dd, err := DD(ctx, filepath.Join(dir, fmt.Sprintf("dd-%d", i)), mib)
+		dd, err := DD(ctx, dir, mib)
 		if err != nil {
 			return nil, err
 		}
@@ -174,13 +167,17 @@ func MeanDD(dds []DDResult) float64 {
 }
 
 // Settle flushes every filesystem (sync(2)) so that a measurement does not
-// pay for earlier work still in the page cache or the journal.
+// pay for earlier work still in the page cache or the journal: the scratch
+// files a previous measurement removed (whose freed blocks a filesystem
+// mounted with discard trims at its next journal commit) and dirty data.
 func Settle() { syscall.Sync() }
 
-// DD runs dd if=/dev/zero of=path bs=1M count=mib conv=fdatasync after
-// Settle and reports its bandwidth. It leaves the file for the caller to
-// remove.
-func DD(ctx context.Context, path string, mib int) (DDResult, error) {
+// DD runs dd if=/dev/zero of=<dir>/ddtest bs=1M count=mib conv=fdatasync
+// and reports its bandwidth. The file is removed afterwards. Like the
+// appends it measures after Settle.
+func DD(ctx context.Context, dir string, mib int) (DDResult, error) {
+	path := filepath.Join(dir, "ddtest")
+	defer os.Remove(path)
 	Settle()
 	cmd := exec.CommandContext(ctx, "dd", "if=/dev/zero", "of="+path, "bs=1M", fmt.Sprintf("count=%d", mib), "conv=fdatasync")
 	start := time.Now()
@@ -209,8 +206,12 @@ func record(n int) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// runOnce measures producers appending to a new WAL in dir.
-func runOnce(ctx context.Context, cfg Config, dir string, producers int) (RunResult, error) {
+func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) {
+	dir, err := os.MkdirTemp(cfg.Dir, "walbench-")
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer os.RemoveAll(dir)
 	e, err := wal.Open(dir, cfg.Engine)
 	if err != nil {
 		return RunResult{}, err
