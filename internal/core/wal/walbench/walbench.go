@@ -135,7 +135,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // Bracket runs measurements 0..n-1 with dd (of mib MiB under dir) before
 // the first, between each two and after the last, every one of them after
 // Settle, and returns the n+1 dd results in order: a measurement's disk is
-// then the one measured right around it, not minutes away.
+// then the one measured right around it, not minutes away. Each measurement
+// removes its scratch files before the next begins, so all start from the
+// same state (a virtual disk whose host caches writes slows down once
+// gigabytes written are kept; it does not when they are deleted).
 func Bracket(ctx context.Context, dir string, mib, n int, measure func(i int) error) ([]DDResult, error) {
 	dds := make([]DDResult, 0, n+1)
 	for i := 0; ; i++ {
