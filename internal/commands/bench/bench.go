@@ -42,8 +42,8 @@ func NewCmdWAL(f *cmdutil.Factory, runF func(context.Context, *WALOptions) error
 		Long: `Measure the WAL's durable append throughput (MiB/s) and ACK latency (p50, p99)
 for each number of concurrent producers, in scratch WAL directories under --dir,
 and the disk's own bandwidth with dd if=/dev/zero bs=1M conv=fdatasync before,
-between and after the runs; print each run's ratio to the mean of the two dd
-measured right around it (shared disks drift). Each producer appends one
+between and after the runs; print each run's ratio to the higher of the two
+dd measured right around it (shared disks drift). Each producer appends one
 untimed batch first (warm-up), and every measurement starts after sync(2), so
 none pays for the one before. Scratch files are removed.`,
 		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json",

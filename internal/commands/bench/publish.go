@@ -52,8 +52,8 @@ type ModeResult struct {
 	PeakRSS    int64   `json:"peak_rss_bytes"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
 	// DDMiBps is the dd conv=fdatasync bandwidth measured around this mode
-	// (the mean of the measurements right before and right after it);
-	// RatioToDD is MiBps over it.
+	// (the higher of the measurements right before and right after it,
+	// walbench.Around); RatioToDD is MiBps over it.
 	DDMiBps   float64 `json:"dd_mib_per_s"`
 	RatioToDD float64 `json:"ratio_to_dd"`
 	// WallSeconds is the child's whole life (etcd start, open, exit).
@@ -66,8 +66,9 @@ type PublishResult struct {
 	Size    int64              `json:"size"`
 	Budget  int64              `json:"budget"`
 	Backlog []pubbench.Backlog `json:"backlog"`
-	// DDs are the dd measurements before, between and after the modes; DD
-	// and DDAfter the first and the last, DDMiBps the mean of all.
+	// DDs are the dd measurements right before and right after each mode's
+	// publication (its backlog built); DD and DDAfter the first and the
+	// last, DDMiBps the mean of all.
 	DDs     []walbench.DDResult `json:"dd_runs"`
 	DD      walbench.DDResult   `json:"dd"`
 	DDAfter walbench.DDResult   `json:"dd_after"`
@@ -82,17 +83,17 @@ func NewCmdPublish(f *cmdutil.Factory, runF func(context.Context, *PublishOption
 		Use:   "publish [--size 1GiB] [--budget 256MiB] [--modes buffered,streamed]",
 		Short: "Publication throughput and peak memory, buffered and streamed, beside the disk's dd fdatasync bandwidth",
 		Long: `Measure publication: for each mode, build a backlog of --size ACKed, sealed,
-unpublished WAL entries in a scratch data directory under --dir; then publish
-each backlog in a child walctl process (its own embedded etcd and in-process
+unpublished WAL entries in a scratch data directory under --dir, then publish
+it in a child walctl process (its own embedded etcd and in-process
 WAL) with the memory budget --budget and the mode's preparation (buffered, or
 streamed: worker.publication.pipeline_preparation). Print the publication's
 MiB/s (WAL bytes published over the time from the first round to the idle
 one), the child's peak resident set (VmHWM, from wait4's rusage), and the ratio
-to the disk's own bandwidth: dd if=/dev/zero bs=1M conv=fdatasync runs before,
-between and after the publications, and each mode's ratio uses the mean of the
-two measured right around it (shared disks drift). Every measurement starts
-after sync(2). Figures are recorded, never asserted. Scratch data is removed
-unless --keep.`,
+to the disk's own bandwidth: dd if=/dev/zero bs=1M conv=fdatasync runs right
+before and right after each publication, its backlog in place, and the mode's
+ratio is to the higher of the two (shared disks drift, and slow down while
+gigabytes just written are kept). Every measurement starts after sync(2).
+Figures are recorded, never asserted. Scratch data is removed unless --keep.`,
 		Example: "  walctl bench publish\n  walctl bench publish --size 4GiB --budget 256MiB --output json\n  walctl bench publish --size 8MiB --modes streamed --dd-mib 16",
 		Args:    cmdutil.ExactArgs(0, "bench publish takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -147,24 +148,26 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 	errOut := f.IOStreams.ErrOut
 	res := PublishResult{Dir: root, Size: opts.Size, Budget: opts.Budget, Backlog: []pubbench.Backlog{}, Runs: []ModeResult{}}
 	fmt.Fprintf(errOut, "measuring the disk under %s with dd (%d MiB, conv=fdatasync) around each mode…\n", root, opts.DDMiB)
-	// Each mode's backlog is built first, so that the dd measurements
-	// bracket the publications alone.
 	for _, mode := range opts.Modes {
+		dir := filepath.Join(root, mode)
 		fmt.Fprintf(errOut, "%s: building a %s backlog…\n", mode, humanize.IBytes(uint64(opts.Size)))
-		bl, err := backlog(ctx, filepath.Join(root, mode), opts.Size)
+		bl, err := backlog(ctx, dir, opts.Size)
 		if err != nil {
 			return err
 		}
 		res.Backlog = append(res.Backlog, bl)
-	}
-	dds, err := walbench.Bracket(ctx, root, opts.DDMiB, len(opts.Modes), func(i int) error {
-		mode, bl := opts.Modes[i], res.Backlog[i]
-		dir := filepath.Join(root, mode)
+		// dd right before and right after the publication, with the
+		// backlog in place: the disk in the state the publication has.
+		before, err := walbench.DD(ctx, root, opts.DDMiB)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(errOut, "%s: publishing %s in a child process (budget %s)…\n", mode, humanize.IBytes(uint64(bl.Bytes)), humanize.IBytes(uint64(opts.Budget)))
 		env := append(os.Environ(),
 			"WALCTL_DATA_DIR="+dir, "WALCTL_EMBEDDED=true", "WALCTL_WAL=", "WALCTL_LANCE_ROOT=",
 			"WALCTL_WORKER_MEMORY_BUDGET="+strconv.FormatInt(opts.Budget, 10),
 			"WALCTL_WORKER_PUBLICATION_PIPELINE_PREPARATION="+strconv.FormatBool(mode == "streamed"))
+		walbench.Settle()
 		c, err := pubbench.RunChild(ctx, exe, []string{"bench", "publish", "--child", "--output", "json", "--log-level", "warn"}, env, errOut)
 		if err != nil {
 			return err
@@ -173,25 +176,24 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 		if err := json.Unmarshal(c.Stdout, &r); err != nil {
 			return fmt.Errorf("child output %q: %v", c.Stdout, err)
 		}
+		after, err := walbench.DD(ctx, root, opts.DDMiB)
+		if err != nil {
+			return err
+		}
 		r.Mode, r.PeakRSS, r.WallSeconds = mode, c.PeakRSS, c.Wall.Seconds()
 		r.PeakRSSMiB = float64(c.PeakRSS) / (1 << 20)
+		r.DDMiBps = walbench.Around([]walbench.DDResult{before, after}, 0)
+		if r.DDMiBps > 0 {
+			r.RatioToDD = r.MiBps / r.DDMiBps
+		}
 		res.Runs = append(res.Runs, r)
+		res.DDs = append(res.DDs, before, after)
 		if !opts.Keep {
 			_ = os.RemoveAll(dir)
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
-	res.DDs, res.DD, res.DDAfter, res.DDMiBps = dds, dds[0], dds[len(dds)-1], walbench.MeanDD(dds)
-	for i := range res.Runs {
-		res.Runs[i].DDMiBps = walbench.Around(dds, i)
-		if res.Runs[i].DDMiBps > 0 {
-			res.Runs[i].RatioToDD = res.Runs[i].MiBps / res.Runs[i].DDMiBps
-		}
-	}
-	fmt.Fprintf(errOut, "dd conv=fdatasync: %s MiB/s (before, between and after the modes)\n", ddList(dds))
+	res.DD, res.DDAfter, res.DDMiBps = res.DDs[0], res.DDs[len(res.DDs)-1], walbench.MeanDD(res.DDs)
+	fmt.Fprintf(errOut, "dd conv=fdatasync: %s MiB/s (before and after each mode)\n", ddList(res.DDs))
 	return f.Print(res, func() *render.Table {
 		t := render.NewTable("mode", "MiB", "MiB/s", "peak RSS", "budget", "dd MiB/s", "ratio to dd", "files", "rows")
 		for _, r := range res.Runs {

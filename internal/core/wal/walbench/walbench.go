@@ -51,9 +51,9 @@ type Result struct {
 	Dir        string `json:"dir"`
 	EntryBytes int    `json:"entry_bytes"`
 	// DDs measure the disk before the first run, between runs and after
-	// the last (shared disks drift); each run's ratio uses the mean of the
-	// two around it. DD and DDAfter are the first and the last, DDMiBps the
-	// mean of all.
+	// the last (shared disks drift); each run's ratio uses the higher of
+	// the two around it. DD and DDAfter are the first and the last,
+	// DDMiBps the mean of all.
 	DDs     []DDResult  `json:"dd_runs"`
 	DD      DDResult    `json:"dd"`
 	DDAfter DDResult    `json:"dd_after"`
@@ -79,8 +79,8 @@ type RunResult struct {
 	MiBps     float64 `json:"mib_per_s"`
 	P50Ms     float64 `json:"p50_ack_ms"`
 	P99Ms     float64 `json:"p99_ack_ms"`
-	// DDMiBps is the mean of the dd measured right before and right after
-	// this run; Ratio is MiBps divided by it.
+	// DDMiBps is the higher of the dd measured right before and right
+	// after this run (Around); Ratio is MiBps divided by it.
 	DDMiBps float64 `json:"dd_mib_per_s"`
 	Ratio   float64 `json:"ratio_to_dd"`
 }
@@ -156,9 +156,11 @@ func Bracket(ctx context.Context, dir string, mib, n int, measure func(i int) er
 	}
 }
 
-// Around is the mean bandwidth of the dd measured right before and right
-// after measurement i of Bracket.
-func Around(dds []DDResult, i int) float64 { return (dds[i].MiBps + dds[i+1].MiBps) / 2 }
+// Around is the higher bandwidth of the dd measured right before and right
+// after measurement i of Bracket: a ratio to it is one to the best the disk
+// showed around the measurement, never flattered by a dd that ran while the
+// disk was slowed.
+func Around(dds []DDResult, i int) float64 { return max(dds[i].MiBps, dds[i+1].MiBps) }
 
 // MeanDD is the mean bandwidth of dds.
 func MeanDD(dds []DDResult) float64 {
