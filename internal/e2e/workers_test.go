@@ -17,8 +17,11 @@ func TestTwoCompetingWorkersPublishEverything(t *testing.T) {
 	c.createTable("orders")
 	p := c.producer("orders", 41)
 	args := []string{"worker", "run", "--tables", "orders", "--poll-interval", "50ms", "--slice-rounds", "1", "--idle-release-rounds", "1"}
-	w1 := c.walctl("worker-1", nil, args...)
-	w2 := c.walctl("worker-2", nil, args...)
+	// At most two generations a round, so the twelve take several rounds
+	// (and slices) however quickly they are sealed.
+	env := []string{"WALCTL_PUBLICATION_MAX_GENERATIONS=2"}
+	w1 := c.walctl("worker-1", env, args...)
+	w2 := c.walctl("worker-2", env, args...)
 
 	for i := 0; i < 12; i++ {
 		p.generation(3, 40)
