@@ -36,26 +36,14 @@ func (c *cluster) damage(table string, files []string) {
 // referenced lists the data files any version of the table references.
 func (c *cluster) referenced(table string) map[string]bool {
 	c.t.Helper()
-	ds, err := lance.Open(c.tablePath(table))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	vs, err := ds.Versions()
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	out := map[string]bool{}
-	for _, v := range vs {
-		m, err := ds.Manifest(v.Version)
-		if err != nil {
-			c.t.Fatal(err)
-		}
+	c.eachManifest(table, func(m *lance.Manifest) {
 		for _, f := range m.Fragments {
 			for _, df := range f.Files {
 				out[filepath.Base(df.Path)] = true
 			}
 		}
-	}
+	})
 	return out
 }
 

@@ -358,6 +358,17 @@ type version struct {
 // manifests reads every version of table, by number.
 func (c *cluster) manifests(table string) map[uint64]version {
 	c.t.Helper()
+	out := map[uint64]version{}
+	c.eachManifest(table, func(m *lance.Manifest) {
+		out[m.Version] = version{config: m.Config, rows: m.Rows()}
+	})
+	return out
+}
+
+// eachManifest calls fn with every version of table's manifest, oldest
+// first.
+func (c *cluster) eachManifest(table string, fn func(*lance.Manifest)) {
+	c.t.Helper()
 	ds, err := lance.Open(c.tablePath(table))
 	if err != nil {
 		c.t.Fatal(err)
@@ -366,15 +377,13 @@ func (c *cluster) manifests(table string) map[uint64]version {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	out := map[uint64]version{}
 	for _, v := range vs {
 		m, err := ds.Manifest(v.Version)
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		out[v.Version] = version{config: m.Config, rows: m.Rows()}
+		fn(m)
 	}
-	return out
 }
 
 // dataCommitsOf lists the versions that added rows under planID: the

@@ -116,8 +116,8 @@ Scratch data is removed unless --keep.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "scratch directory on the disk to measure (default <data-dir>/bench)")
-	cmd.Flags().Var(&byteSize{&opts.Size}, "size", "backlog size per mode (e.g. 1GiB, 8MiB)")
-	cmd.Flags().Var(&byteSize{&opts.Budget}, "budget", "memory budget of the publishing process (worker.memory_budget)")
+	cmd.Flags().Var(&cmdutil.ByteSize{V: &opts.Size}, "size", "backlog size per mode (e.g. 1GiB, 8MiB)")
+	cmd.Flags().Var(&cmdutil.ByteSize{V: &opts.Budget}, "budget", "memory budget of the publishing process (worker.memory_budget)")
 	cmd.Flags().StringSliceVar(&opts.Modes, "modes", []string{"buffered", "streamed"}, "preparation modes to measure, in order")
 	cmd.Flags().IntVar(&opts.DDMiB, "dd-mib", 512, "MiB written by the dd measurement")
 	cmd.Flags().BoolVar(&opts.Keep, "keep", false, "keep the scratch data directories")
@@ -239,27 +239,6 @@ func self() (string, error) {
 		return "", fmt.Errorf("find the walctl executable: %v: %w", err, errs.ErrUnavailable)
 	}
 	return p, nil
-}
-
-// byteSize is a flag value such as 256MiB, 1GB or 1048576.
-type byteSize struct{ v *int64 }
-
-func (b *byteSize) String() string {
-	if b.v == nil || *b.v == 0 {
-		return "0"
-	}
-	return humanize.IBytes(uint64(*b.v))
-}
-
-func (b *byteSize) Type() string { return "size" }
-
-func (b *byteSize) Set(s string) error {
-	n, err := humanize.ParseBytes(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a size (e.g. 256MiB): %w", s, errs.ErrInvalid)
-	}
-	*b.v = int64(n)
-	return nil
 }
 
 // childRun is the measured side of `bench publish`: publish the bench

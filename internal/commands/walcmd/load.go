@@ -15,7 +15,6 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/commands/render"
-	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/synth"
 )
 
@@ -80,7 +79,7 @@ Progress is shown on a terminal; the summary is printed when done.`,
 	cmd.Flags().Float64Var(&opts.Rate, "rate", 0, "target MiB/s over all producers (0: as fast as possible)")
 	cmd.Flags().IntVar(&opts.BatchRows, "batch-rows", 1024, "rows per entry")
 	cmd.Flags().DurationVar(&opts.Duration, "duration", 0, "stop after this long")
-	cmd.Flags().Var(&byteSize{&opts.Bytes}, "bytes", "stop after this many bytes (e.g. 64MiB)")
+	cmd.Flags().Var(&cmdutil.ByteSize{V: &opts.Bytes}, "bytes", "stop after this many bytes (e.g. 64MiB)")
 	cmd.Flags().IntVar(&opts.Producers, "producers", 1, "concurrent producers")
 	cmd.Flags().Uint64Var(&opts.Seed, "seed", 1, "random seed of the generated values")
 	cmd.Flags().Int64Var(&opts.FirstID, "first-id", 1, `first value of the "id" field (give each run its own range)`)
@@ -203,23 +202,4 @@ func collect(c <-chan error) []error {
 		out = append(out, e)
 	}
 	return out
-}
-
-// byteSize is a flag value such as 64MiB, 1GB or 1048576.
-type byteSize struct{ v *int64 }
-
-func (b *byteSize) String() string {
-	if b.v == nil || *b.v == 0 {
-		return "0"
-	}
-	return humanize.IBytes(uint64(*b.v))
-}
-func (b *byteSize) Type() string { return "size" }
-func (b *byteSize) Set(s string) error {
-	n, err := humanize.ParseBytes(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a size (e.g. 64MiB): %w", s, errs.ErrInvalid)
-	}
-	*b.v = int64(n)
-	return nil
 }
