@@ -209,6 +209,11 @@ func (e *Engine) CreateTable(ctx context.Context, name string, schema *arrow.Sch
 		}
 		return t.info(), nil
 	}
+	for other := range e.tables {
+		if strings.EqualFold(other, name) {
+			return TableInfo{}, fmt.Errorf("table %q: table %q exists, and names that differ only in case are one directory on case-insensitive file systems (macOS): %w", name, other, ErrTableConflict)
+		}
+	}
 	sb, err := EncodeSchema(schema)
 	if err != nil {
 		return TableInfo{}, fmt.Errorf("table %q: %v: %w", name, err, ErrSchemaMismatch)

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/walctl/walctl/internal/core/arrowcheck"
 )
 
 // eos is the Arrow IPC end-of-stream marker written when a generation is
@@ -75,15 +77,10 @@ func checkSchemaSupported(s *arrow.Schema) error {
 	if s == nil || len(s.Fields()) == 0 {
 		return fmt.Errorf("schema has no fields: %w", ErrSchemaMismatch)
 	}
-	seen := map[string]bool{}
+	if err := arrowcheck.Schema(s); err != nil {
+		return err // arrowcheck.ErrBadSchema, naming the field
+	}
 	for _, f := range s.Fields() {
-		if f.Name == "" {
-			return fmt.Errorf("schema has a field without a name: %w", ErrSchemaMismatch)
-		}
-		if seen[f.Name] {
-			return fmt.Errorf("schema has field %q twice: %w", f.Name, ErrSchemaMismatch)
-		}
-		seen[f.Name] = true
 		if hasDictionary(f.Type) {
 			return fmt.Errorf("field %q is dictionary-encoded, which the WAL does not store: %w", f.Name, ErrSchemaMismatch)
 		}
@@ -134,10 +131,10 @@ func encodeEntry(table string, schema *arrow.Schema, schemaBytes []byte, rec arr
 	if d := schemaDiff(schema, rec.Schema()); d != "" {
 		return encodedEntry{}, fmt.Errorf("table %q: record batch %s: %w", table, d, ErrSchemaMismatch)
 	}
-	for i, f := range schema.Fields() {
-		if !f.Nullable && rec.Column(i).NullN() > 0 {
-			return encodedEntry{}, fmt.Errorf("table %q: field %q is not nullable but has %d nulls: %w", table, f.Name, rec.Column(i).NullN(), ErrSchemaMismatch)
-		}
+	// Rule 17: every ingress (in-process, Flight DoPut, wal load) passes
+	// here before its entry is written.
+	if err := arrowcheck.Batch(schema, rec); err != nil {
+		return encodedEntry{}, fmt.Errorf("table %q: %w", table, err)
 	}
 	// Rewrap with the table's schema so schema metadata differences do not
 	// matter: the stored message carries no schema of its own.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/dirlock"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
@@ -38,6 +39,9 @@ var sentinels = []struct {
 	{"BAD_SHARD", wal.ErrBadShard},
 	{"BAD_RANGE", wal.ErrBadRange},
 	{"SCHEMA_MISMATCH", wal.ErrSchemaMismatch},
+	{"MALFORMED_BATCH", arrowcheck.ErrMalformed},
+	{"BATCH_SCHEMA", arrowcheck.ErrSchema},
+	{"BAD_SCHEMA", arrowcheck.ErrBadSchema},
 	{"TABLE_CONFLICT", wal.ErrTableConflict},
 	{"CORRUPT_ENTRY", wal.ErrCorruptEntry},
 	{"CLOSED", wal.ErrClosed},
