@@ -1,0 +1,124 @@
+package walflight
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/walctl/walctl/internal/core/arrowcheck/arrowchecktest"
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// flightMessages splits an Arrow IPC stream into the FlightData messages a
+// producer sends for it (metadata as data header, body as data body), the
+// first carrying the put descriptor (stream is one schema and one batch,
+// as arrowchecktest writes them). The bytes are sent as they are: no
+// Arrow library re-encodes them on the way.
+func flightMessages(t *testing.T, stream []byte, desc *flight.FlightDescriptor) []*flight.FlightData {
+	t.Helper()
+	le := binary.LittleEndian
+	msg := func(at int) ([]byte, int) {
+		if at+8 > len(stream) || le.Uint32(stream[at:]) != 0xffffffff {
+			t.Fatalf("no IPC message at byte %d", at)
+		}
+		n := int(le.Uint32(stream[at+4:]))
+		return stream[at+8 : at+8+n], at + 8 + n
+	}
+	// A schema message (no body), one record batch message whose body runs
+	// to the 8-byte end-of-stream marker.
+	schema, at := msg(0)
+	batch, body := msg(at)
+	out := []*flight.FlightData{{DataHeader: schema}, {DataHeader: batch, DataBody: stream[body : len(stream)-8]}}
+	out[0].FlightDescriptor = desc
+	return out
+}
+
+// rawPut sends stream over a DoPut of its own and returns the server's
+// answer: the position it ACKed, or its error mapped as the client maps it.
+func rawPut(t *testing.T, fc flight.FlightServiceClient, addr string, stream []byte) (uint64, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	put, err := fc.DoPut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range flightMessages(t, stream, putDescriptor("fx", 0)) {
+		if err := put.Send(m); err != nil {
+			break // the server ended the stream: its status comes from Recv
+		}
+	}
+	put.CloseSend()
+	res, err := put.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			t.Fatal("DoPut ended without a result or an error")
+		}
+		return 0, fromStatus(ctx, addr, err)
+	}
+	var pos uint64
+	fmt.Sscanf(strings.TrimPrefix(string(res.GetAppMetadata()), `{"position":`), "%d", &pos)
+	return pos, nil
+}
+
+// TestDoPutRefusesMalformedStreams: rule 17 at the server. Each bad stream,
+// sent byte for byte over real gRPC on loopback, is refused with
+// InvalidArgument (ErrInvalid on the client) naming its column and row;
+// nothing is ACKed and the shard's stats do not change.
+func TestDoPutRefusesMalformedStreams(t *testing.T) {
+	addr := serveInProcess(t, t.TempDir(), ServeOptions{Engine: wal.Options{QuickOpen: true}})
+	c := dial(t, addr, ClientOptions{})
+	ctx := context.Background()
+	if _, err := c.CreateTable(ctx, "fx", arrowchecktest.Schema(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	fc := flight.NewFlightServiceClient(cc)
+	if pos, err := rawPut(t, fc, addr, arrowchecktest.Valid()); err != nil || pos != 1 {
+		t.Fatalf("valid stream: position %d, %v", pos, err)
+	}
+	before, err := c.Stats(ctx, "fx", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range arrowchecktest.Cases() {
+		t.Run(tc.Rule, func(t *testing.T) {
+			pos, err := rawPut(t, fc, addr, tc.Stream)
+			if err == nil {
+				t.Fatalf("ACKed at position %d", pos)
+			}
+			if !errors.Is(err, errs.ErrInvalid) {
+				t.Fatalf("got %v, want ErrInvalid", err)
+			}
+			if !tc.Decoder && (!strings.Contains(err.Error(), fmt.Sprintf("%q", tc.Column)) ||
+				tc.Row >= 0 && !strings.Contains(err.Error(), fmt.Sprintf("row %d", tc.Row))) {
+				t.Fatalf("got %v, want column %q row %d named", err, tc.Column, tc.Row)
+			}
+			after, err := c.Stats(ctx, "fx", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(before, after) {
+				t.Fatalf("stats changed by a refused stream:\n%+v\n%+v", before, after)
+			}
+		})
+	}
+	if pos, err := rawPut(t, fc, addr, arrowchecktest.Valid()); err != nil || pos != 2 {
+		t.Fatalf("valid stream after the refusals: position %d, %v", pos, err)
+	}
+}
