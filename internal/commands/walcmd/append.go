@@ -15,6 +15,7 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -108,6 +109,11 @@ func appendRun(ctx context.Context, opts *AppendOptions) error {
 			b.Release()
 		}
 	}()
+	for i, b := range batches { // the WAL validates each too; this refuses the file before any is ACKed
+		if err := arrowcheck.Batch(info.Schema, b); err != nil {
+			return fmt.Errorf("%s: batch %d of %d: %w", opts.File, i+1, len(batches), err)
+		}
+	}
 	res := AppendResult{Table: opts.Table, Shard: opts.Shard, Entries: []AppendedEntry{}}
 	for _, b := range batches {
 		cctx, cancel := f.CallContext(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -27,9 +28,21 @@ type Field struct {
 }
 
 // Parse reads a schema: an Arrow IPC stream or file (its schema is used) or a
-// JSON array of fields (unknown JSON keys are refused). Errors wrap
+// JSON array of fields (unknown JSON keys are refused). The schema must then
+// pass arrowcheck.Schema (names, types, widths, time zones). Errors wrap
 // errs.ErrInvalid and name the offending field.
 func Parse(data []byte) (*arrow.Schema, error) {
+	s, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := arrowcheck.Schema(s); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return s, nil
+}
+
+func parse(data []byte) (*arrow.Schema, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && (trimmed[0] == '[' || trimmed[0] == '{') {
 		return parseJSON(trimmed)
@@ -119,20 +132,28 @@ func ParseType(s string) (arrow.DataType, error) {
 		return t, nil
 	}
 	if m := timestampRe.FindStringSubmatch(s); m != nil {
-		return &arrow.TimestampType{Unit: units[m[1]], TimeZone: strings.TrimSpace(m[2])}, nil
+		tz := strings.TrimSpace(m[2])
+		if err := arrowcheck.TimeZone(tz); err != nil {
+			return nil, fmt.Errorf("type %q: %w", s, err)
+		}
+		return &arrow.TimestampType{Unit: units[m[1]], TimeZone: tz}, nil
 	}
 	if m := fsbRe.FindStringSubmatch(s); m != nil {
 		n, err := strconv.Atoi(m[1])
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("type %q: width must be a positive integer: %w", s, errs.ErrInvalid)
+		if err != nil || n <= 0 || n > arrowcheck.MaxFixedSizeBinaryWidth {
+			return nil, fmt.Errorf("type %q: width must be 1..%d: %w", s, arrowcheck.MaxFixedSizeBinaryWidth, errs.ErrInvalid)
 		}
 		return &arrow.FixedSizeBinaryType{ByteWidth: n}, nil
 	}
 	if m := fslRe.FindStringSubmatch(s); m != nil {
 		item, ok := simpleTypes[m[1]]
+		if !ok {
+			return nil, fmt.Errorf("type %q: unknown item type %q: %w", s, m[1], errs.ErrInvalid)
+		}
+		// Atoi before the int32 conversion: 99999999999 must not wrap.
 		n, err := strconv.Atoi(m[2])
-		if !ok || err != nil || n <= 0 {
-			return nil, fmt.Errorf("type %q: want fixed_size_list<ITEM>[N] with N > 0: %w", s, errs.ErrInvalid)
+		if err != nil || n <= 0 || n > arrowcheck.MaxFixedSizeListLen {
+			return nil, fmt.Errorf("type %q: want fixed_size_list<ITEM>[N] with N in 1..%d: %w", s, arrowcheck.MaxFixedSizeListLen, errs.ErrInvalid)
 		}
 		return arrow.FixedSizeListOf(int32(n), item), nil
 	}

@@ -47,7 +47,18 @@ func TestParseRejects(t *testing.T) {
 		`[{"name":"a","type":"int8"},{"name":"a","type":"int8"}]`: `"a" appears twice`,
 		`[]`:   "no fields",
 		`junk`: "neither a JSON field list nor an Arrow IPC stream",
-		`[{"name":"v","type":"fixed_size_list<float32>[0]"}]`: "N > 0",
+		`[{"name":"v","type":"fixed_size_list<float32>[0]"}]`: "N in 1..65536",
+		// issue 13 item 10: no int32 wrap-around, a documented limit
+		`[{"name":"v","type":"fixed_size_list<float32>[99999999999]"}]`: "N in 1..65536",
+		`[{"name":"v","type":"fixed_size_list<float32>[65537]"}]`:       "N in 1..65536",
+		`[{"name":"v","type":"fixed_size_binary[99999999999]"}]`:        "width must be 1..65536",
+		`[{"name":"t","type":"timestamp[us, Mars/Olympus_Mons]"}]`:      `time zone "Mars/Olympus_Mons" is not an IANA name`,
+		`[{"name":"t","type":"timestamp[us, +25:00]"}]`:                 `offset "+25:00" out of range`,
+		`[{"name":"t","type":"timestamp[us, Local]"}]`:                  `time zone "Local"`,
+		`[{"name":"a\u0000b","type":"int8"}]`:                           `control character U+0000`,
+		`[{"name":"a\u001b[31m","type":"int8"}]`:                        `"a\x1b[31m" has control character U+001B`,
+		`[{"name":"a\u202eb","type":"int8"}]`:                           `control character U+202E`,
+		`[{"name":"x","type":"int8"},{"name":"X","type":"int8"}]`:       `"x" and "X" differ only in case`,
 	}
 	for in, want := range cases {
 		_, err := Parse([]byte(in))
@@ -67,5 +78,37 @@ func TestParseIPCStream(t *testing.T) {
 	got, err := Parse(b.Bytes())
 	if err != nil || !got.Equal(want) {
 		t.Fatalf("got %v, %v", got, err)
+	}
+}
+
+func TestParseAcceptsLimitsAndZones(t *testing.T) {
+	for _, typ := range []string{"fixed_size_list<float32>[65536]", "fixed_size_binary[65536]",
+		"timestamp[us, +05:30]", "timestamp[us, -0800]", "timestamp[ms, +01]", "timestamp[ns, America/New_York]",
+		"timestamp[s, Etc/GMT+3]"} {
+		if _, err := Parse([]byte(`[{"name":"f","type":"` + typ + `"}]`)); err != nil {
+			t.Errorf("%s: %v", typ, err)
+		}
+	}
+}
+
+// TestParseIPCSchemaChecked: a schema taken from an Arrow IPC stream passes
+// the same checks as a JSON one (the Arrow form can say what JSON cannot).
+func TestParseIPCSchemaChecked(t *testing.T) {
+	for want, fields := range map[string][]arrow.Field{
+		"differ only in case":   {{Name: "x", Type: arrow.PrimitiveTypes.Int8}, {Name: "X", Type: arrow.PrimitiveTypes.Int8}},
+		"size 2147483647":       {{Name: "v", Type: arrow.FixedSizeListOf(1<<31-1, arrow.PrimitiveTypes.Float32)}},
+		"unsupported type":      {{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)}},
+		`time zone "Nowhere/X"`: {{Name: "t", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Nowhere/X"}}},
+		"control character":     {{Name: "a\x00", Type: arrow.PrimitiveTypes.Int8}, {Name: "b\x1b", Type: arrow.PrimitiveTypes.Int8}},
+	} {
+		var b bytes.Buffer
+		w := ipc.NewWriter(&b, ipc.WithSchema(arrow.NewSchema(fields, nil)))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Parse(b.Bytes())
+		if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: got %v, want ErrInvalid containing %q", fields, err, want)
+		}
 	}
 }
