@@ -49,6 +49,7 @@ func allTypes() *arrow.Schema {
 		{Name: "ts_ms", Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}},
 		{Name: "ts_us", Type: &arrow.TimestampType{Unit: arrow.Microsecond}},
 		{Name: "ts_ns", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "Europe/Paris"}},
+		{Name: "ts_off", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "+0530"}},
 		// Values of 256 bytes and more: file format 2.1 stores them in
 		// full-zip pages (blob and lblob mix in short values).
 		{Name: "wide", Type: arrow.FixedSizeListOf(64, arrow.PrimitiveTypes.Float32)},
@@ -128,7 +129,7 @@ func appendValue(b array.Builder, f arrow.Field, row int) any {
 		bb.Append(v)
 		return v
 	case *array.LargeStringBuilder:
-		v := fmt.Sprintf("large-%d", r*r)
+		v := fmt.Sprintf("large-%d-日本-🦀", r*r)
 		bb.Append(v)
 		return v
 	case *array.BinaryBuilder:

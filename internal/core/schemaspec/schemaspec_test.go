@@ -53,7 +53,8 @@ func TestParseRejects(t *testing.T) {
 		`[{"name":"v","type":"fixed_size_list<float32>[65537]"}]`:       "N in 1..65536",
 		`[{"name":"v","type":"fixed_size_binary[99999999999]"}]`:        "width must be 1..65536",
 		`[{"name":"t","type":"timestamp[us, Mars/Olympus_Mons]"}]`:      `time zone "Mars/Olympus_Mons" is not an IANA name`,
-		`[{"name":"t","type":"timestamp[us, +25:00]"}]`:                 `offset "+25:00" out of range`,
+		`[{"name":"t","type":"timestamp[us, +2500]"}]`:                  `offset "+2500" out of range`,
+		`[{"name":"t","type":"timestamp[us, +05:30]"}]`:                 `without a colon ("+0530")`,
 		`[{"name":"t","type":"timestamp[us, Local]"}]`:                  `time zone "Local"`,
 		`[{"name":"a\u0000b","type":"int8"}]`:                           `control character U+0000`,
 		`[{"name":"a\u001b[31m","type":"int8"}]`:                        `"a\x1b[31m" has control character U+001B`,
@@ -83,7 +84,7 @@ func TestParseIPCStream(t *testing.T) {
 
 func TestParseAcceptsLimitsAndZones(t *testing.T) {
 	for _, typ := range []string{"fixed_size_list<float32>[65536]", "fixed_size_binary[65536]",
-		"timestamp[us, +05:30]", "timestamp[us, -0800]", "timestamp[ms, +01]", "timestamp[ns, America/New_York]",
+		"timestamp[us, +0530]", "timestamp[us, -0800]", "timestamp[ms, +01]", "timestamp[ns, America/New_York]",
 		"timestamp[s, Etc/GMT+3]"} {
 		if _, err := Parse([]byte(`[{"name":"f","type":"` + typ + `"}]`)); err != nil {
 			t.Errorf("%s: %v", typ, err)
