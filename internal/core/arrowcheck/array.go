@@ -149,7 +149,7 @@ func (c checker) validity(d arrow.ArrayData) (int, error) {
 	declared := d.NullN()
 	bm := buffer(d, 0)
 	if bm == nil || n == 0 {
-		if declared != 0 && n > 0 {
+		if declared > 0 && n > 0 {
 			return -1, c.fail(-1, ErrMalformed, "null count is %d but there is no validity bitmap", declared)
 		}
 		return -1, nil
@@ -168,7 +168,7 @@ func (c checker) validity(d arrow.ArrayData) (int, error) {
 			}
 		}
 	}
-	if declared != actual {
+	if declared != actual && declared != array.UnknownNullCount {
 		if declared < actual {
 			return -1, c.fail(first, ErrMalformed, "is null in the validity bitmap, which has %d nulls, but the null count is %d", actual, declared)
 		}

@@ -96,10 +96,10 @@ func (c checker) fixedSizeList(d arrow.ArrayData, t *arrow.FixedSizeListType) er
 	if err := cc.array(kid, t.Elem(), t.ElemField().Nullable); err != nil {
 		return err
 	}
-	if kid.NullN() == 0 {
+	parentBits, kidBits := buffer(d, 0), buffer(kid, 0)
+	if kid.NullN() == 0 || kidBits == nil {
 		return nil
 	}
-	parentBits, kidBits := buffer(d, 0), buffer(kid, 0)
 	for r := int64(0); r < n; r++ {
 		if parentBits != nil && !bitutil.BitIsSet(parentBits.Bytes(), int(off+r)) {
 			continue
@@ -134,7 +134,7 @@ func (c checker) structArray(d arrow.ArrayData, t *arrow.StructType) error {
 			}
 			return -1
 		}, func(int) string { return "" })
-		if err := cc.array(kid, f.Type, f.Nullable || d.NullN() > 0); err != nil {
+		if err := cc.array(kid, f.Type, f.Nullable || d.NullN() != 0); err != nil {
 			return err
 		}
 	}
