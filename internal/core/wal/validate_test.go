@@ -107,3 +107,34 @@ func TestMalformedBatchesNotACKed(t *testing.T) {
 		t.Fatalf("valid batch after the refusals: %d %v", pos, err)
 	}
 }
+
+// TestCreateTableRefusesCaseTwins: "ORDERS" beside "orders" would be one
+// directory on a case-insensitive file system (darwin builds ship); the
+// refusal names the existing table and creates nothing.
+func TestCreateTableRefusesCaseTwins(t *testing.T) {
+	dir := t.TempDir()
+	e := openTest(t, dir, Options{})
+	ctx := context.Background()
+	mustCreate(t, e, "orders", 1)
+	_, err := e.CreateTable(ctx, "ORDERS", testSchema, 1)
+	if !errors.Is(err, ErrTableConflict) || !strings.Contains(err.Error(), `table "orders" exists`) {
+		t.Fatalf("got %v, want ErrTableConflict naming \"orders\"", err)
+	}
+	if _, err := e.Table(ctx, "ORDERS"); !errors.Is(err, ErrUnknownTable) {
+		t.Fatalf("ORDERS after a refused create: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "tables", "ORDERS*")); len(m) != 0 {
+		t.Fatalf("refused create left %v", m)
+	}
+}
+
+// TestCreateTableChecksSchema: the engine refuses a schema arrowcheck
+// refuses, whichever client sent it.
+func TestCreateTableChecksSchema(t *testing.T) {
+	e := openTest(t, t.TempDir(), Options{})
+	s := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int8}, {Name: "X", Type: arrow.PrimitiveTypes.Int8}}, nil)
+	_, err := e.CreateTable(context.Background(), "t", s, 1)
+	if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), `"x" and "X" differ only in case`) {
+		t.Fatalf("got %v", err)
+	}
+}

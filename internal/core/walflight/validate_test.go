@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/arrowcheck/arrowchecktest"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
@@ -120,5 +122,18 @@ func TestDoPutRefusesMalformedStreams(t *testing.T) {
 	}
 	if pos, err := rawPut(t, fc, addr, arrowchecktest.Valid()); err != nil || pos != 2 {
 		t.Fatalf("valid stream after the refusals: position %d, %v", pos, err)
+	}
+}
+
+// TestCreateTableSchemaRefusedAcrossTheWire: a schema the engine refuses
+// keeps its sentinel on the client.
+func TestCreateTableSchemaRefusedAcrossTheWire(t *testing.T) {
+	addr := serveInProcess(t, t.TempDir(), ServeOptions{Engine: wal.Options{QuickOpen: true}})
+	c := dial(t, addr, ClientOptions{})
+	s := arrow.NewSchema([]arrow.Field{{Name: "ok", Type: arrow.PrimitiveTypes.Int8},
+		{Name: "bad\x1b[2J", Type: arrow.PrimitiveTypes.Int8}}, nil)
+	_, err := c.CreateTable(context.Background(), "t", s, 1)
+	if !errors.Is(err, arrowcheck.ErrBadSchema) || !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), `"bad\x1b[2J"`) {
+		t.Fatalf("got %v, want ErrBadSchema naming the field, escaped", err)
 	}
 }
