@@ -17,6 +17,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/walctl/walctl/internal/core/arrowcheck/arrowchecktest"
 	"github.com/walctl/walctl/internal/core/etcdembed"
 )
 
@@ -36,6 +37,8 @@ func TestMain(m *testing.M) {
 //	                  and trimmed (every shard trimmed through its last position)
 //	env-from-file NAME PATH   wait (up to 60 s) for PATH, export its trimmed
 //	                  content as $NAME (e.g. the master's API URL)
+//	arrow-fixture RULE PATH   write arrowchecktest's stream breaking RULE (or
+//	                  "valid", or "schema" for its JSON schema) to PATH
 //	http [-token=T|-notoken] METHOD URL [BODY]   one HTTP request; stdout gets
 //	                  "HTTP <status>" and the body. BODY is a file, or pad:N for
 //	                  a JSON object with an N-byte reason. The token defaults to
@@ -112,7 +115,8 @@ func TestScripts(t *testing.T) {
 					time.Sleep(50 * time.Millisecond)
 				}
 			},
-			"http": scriptHTTP,
+			"http":          scriptHTTP,
+			"arrow-fixture": scriptArrowFixture,
 			"wait-file": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
 					ts.Fatalf("usage: wait-file PATH")
@@ -131,6 +135,30 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// scriptArrowFixture is the `arrow-fixture` command of the scripts.
+func scriptArrowFixture(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: arrow-fixture RULE|valid|schema PATH")
+	}
+	var data []byte
+	switch args[0] {
+	case "valid":
+		data = arrowchecktest.Valid()
+	case "schema":
+		data = []byte(arrowchecktest.SchemaJSON)
+	default:
+		for _, c := range arrowchecktest.Cases() {
+			if c.Rule == args[0] {
+				data = c.Stream
+			}
+		}
+	}
+	if data == nil {
+		ts.Fatalf("arrow-fixture: no stream %q", args[0])
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), data, 0o644))
 }
 
 // scriptHTTP is the `http` command of the scripts.

@@ -31,9 +31,13 @@ count succeeds and changes nothing; a different schema is refused (exit 4).
 
 Field types: bool, int8…int64, uint8…uint64, float16/32/64, utf8, large_utf8,
 binary, large_binary, fixed_size_binary[N], fixed_size_list<float32>[N] (also
-float16, int8, uint8 items), date32, timestamp[s|ms|us|ns] or timestamp[us, UTC].
+float16, int8, uint8 items; N up to 65536 for both), date32,
+timestamp[s|ms|us|ns] or with a zone: timestamp[us, UTC], an IANA name
+(Europe/Paris) or a UTC offset without a colon (+0530).
 
-Table names: 1–128 characters of letters, digits, '_' and '-'.`,
+Field names: no control characters; two names may not differ only in case.
+Table names: 1–128 characters of letters, digits, '_' and '-', not differing
+only in case from an existing table's.`,
 		Example: `  cat > orders.json <<'JSON'
   [{"name": "id", "type": "int64"},
    {"name": "ts", "type": "timestamp[us, UTC]"},
