@@ -98,7 +98,10 @@ func (c checker) array(d arrow.ArrayData, typ arrow.DataType, nullable bool) err
 		return c.structArray(d, t)
 	case arrow.FixedWidthDataType:
 		width := int64(t.BitWidth() / 8)
-		if n > 0 && bufLen(buffer(d, 1)) < int64(off+n)*width {
+		if width <= 0 {
+			return c.fail(-1, ErrMalformed, "type %s has no byte width", typ)
+		}
+		if n > 0 && bufLen(buffer(d, 1))/width < int64(off+n) { // no overflow for huge widths
 			return c.fail(-1, ErrMalformed, "value buffer of %d bytes is too short for %d values of %d bytes", bufLen(buffer(d, 1)), off+n, width)
 		}
 		return nil
@@ -131,7 +134,7 @@ func hasOwnChecks(typ arrow.DataType) bool {
 func (c checker) fallback(d arrow.ArrayData) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = c.fail(-1, ErrMalformed, "%v", r)
+			err = c.fail(-1, ErrMalformed, "arrow-go validation: %v", r)
 		}
 	}()
 	arr := array.MakeFromData(d)

@@ -41,6 +41,18 @@ func TestValidFixturePasses(t *testing.T) {
 	if err := arrowcheck.Batch(arrowchecktest.Schema(), rec); err != nil {
 		t.Fatalf("valid fixture refused: %v", err)
 	}
+	schema, stream := arrowchecktest.AllTypes()
+	if err := arrowcheck.Schema(schema); err != nil {
+		t.Fatalf("every-type schema refused: %v", err)
+	}
+	all, err := decode(t, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Release()
+	if err := arrowcheck.Batch(schema, all); err != nil {
+		t.Fatalf("every-type batch refused: %v", err)
+	}
 }
 
 // TestBadStreams: each stream breaks one rule; the batch is refused with the

@@ -84,8 +84,8 @@ func (c checker) fixedSizeList(d arrow.ArrayData, t *arrow.FixedSizeListType) er
 		return c.fail(-1, ErrMalformed, "fixed_size_list size %d is not positive", dim)
 	}
 	off, n := int64(d.Offset()), int64(d.Len())
-	if need := (off + n) * dim; int64(kid.Len()) < need {
-		return c.fail(-1, ErrMalformed, "child has %d items, %d rows of %d need %d", kid.Len(), n, dim, need)
+	if int64(kid.Len())/dim < off+n { // no overflow for huge sizes
+		return c.fail(-1, ErrMalformed, "child has %d items, %d rows of %d need more", kid.Len(), off+n, dim)
 	}
 	cc := c.child(t.ElemField().Name, func(j int) int {
 		if p := int64(j)/dim - off; p >= 0 && p < n {
