@@ -192,7 +192,7 @@ func decode(data []byte, format string, schema *arrow.Schema, batchRows int) ([]
 			out = append(out, b)
 		}
 	} else {
-		sr, err := ipc.NewReader(bytes.NewReader(data))
+		sr, err := arrowcheck.NewStreamReader(data)
 		if err != nil {
 			return nil, fmt.Errorf("malformed Arrow IPC stream: %v: %w", err, errs.ErrInvalid)
 		}

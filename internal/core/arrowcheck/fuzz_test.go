@@ -32,7 +32,7 @@ import (
 // arrowchecktest; `go test` runs it.
 func FuzzBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream, schemaJSON []byte) {
-		r, err := ipc.NewReader(bytes.NewReader(stream))
+		r, err := arrowcheck.NewStreamReader(stream)
 		if err != nil {
 			return
 		}

@@ -55,7 +55,7 @@ func parse(data []byte) (*arrow.Schema, error) {
 		defer r.Close()
 		return r.Schema(), nil
 	}
-	r, err := ipc.NewReader(bytes.NewReader(data))
+	r, err := arrowcheck.NewStreamReader(data)
 	if err != nil {
 		return nil, fmt.Errorf("schema: neither a JSON field list nor an Arrow IPC stream: %v: %w", err, errs.ErrInvalid)
 	}
