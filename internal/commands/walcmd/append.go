@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
@@ -171,41 +170,20 @@ func decode(data []byte, format string, schema *arrow.Schema, batchRows int) ([]
 		}
 		return out, nil
 	}
-	var rdr interface {
-		Next() bool
-		RecordBatch() arrow.RecordBatch
-		Err() error
-		Schema() *arrow.Schema
+	// An IPC file is read as the stream it embeds; lengths the input
+	// declares are bounded by the input (arrowcheck.NewStreamReader).
+	sr, err := arrowcheck.NewStreamReader(data)
+	if err != nil {
+		return nil, fmt.Errorf("malformed Arrow IPC stream: %v: %w", err, errs.ErrInvalid)
 	}
-	if bytes.HasPrefix(data, []byte("ARROW1")) {
-		fr, err := ipc.NewFileReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("malformed Arrow IPC file: %v: %w", err, errs.ErrInvalid)
-		}
-		defer fr.Close()
-		for i := 0; i < fr.NumRecords(); i++ {
-			b, err := fr.RecordBatch(i)
-			if err != nil {
-				return fail(fmt.Errorf("malformed Arrow IPC file, batch %d: %v: %w", i, err, errs.ErrInvalid))
-			}
-			b.Retain()
-			out = append(out, b)
-		}
-	} else {
-		sr, err := arrowcheck.NewStreamReader(data)
-		if err != nil {
-			return nil, fmt.Errorf("malformed Arrow IPC stream: %v: %w", err, errs.ErrInvalid)
-		}
-		defer sr.Release()
-		rdr = sr
-		for rdr.Next() {
-			b := rdr.RecordBatch()
-			b.Retain()
-			out = append(out, b)
-		}
-		if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
-			return fail(fmt.Errorf("malformed Arrow IPC stream after %d batch(es): %v: %w", len(out), err, errs.ErrInvalid))
-		}
+	defer sr.Release()
+	for sr.Next() {
+		b := sr.RecordBatch()
+		b.Retain()
+		out = append(out, b)
+	}
+	if err := sr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fail(fmt.Errorf("malformed Arrow IPC stream after %d batch(es): %v: %w", len(out), err, errs.ErrInvalid))
 	}
 	if len(out) > 0 && !out[0].Schema().Equal(schema) {
 		return fail(fmt.Errorf("input schema %s differs from the table schema %s: %w", out[0].Schema(), schema, errs.ErrInvalid))

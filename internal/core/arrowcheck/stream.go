@@ -1,6 +1,7 @@
 package arrowcheck
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -17,9 +18,18 @@ import (
 // metadata length before reading it, so 8 bytes of input could make it
 // allocate 2 GiB (found by FuzzBatch). The batches it returns point into
 // data, which must not be modified while they are in use.
+//
+// An Arrow IPC file ("ARROW1" magic) is read as the stream it embeds; its
+// footer, which repeats the schema and indexes the batches, is not read.
+// Each message's metadata passes VerifyMetadata first.
 func NewStreamReader(data []byte, opts ...ipc.Option) (*ipc.Reader, error) {
+	if bytes.HasPrefix(data, fileMagic) && len(data) >= 8 {
+		data = data[8:] // magic, padded to 8 bytes
+	}
 	return ipc.NewReaderFromMessageReader(&sliceReader{data: data}, opts...)
 }
+
+var fileMagic = []byte("ARROW1")
 
 // sliceReader is an ipc.MessageReader over a stream held in memory.
 type sliceReader struct {
@@ -74,6 +84,9 @@ func (r *sliceReader) Message() (msg *ipc.Message, err error) {
 			r.pos, n, len(rest)-hdr, io.ErrUnexpectedEOF)
 	}
 	meta := rest[hdr : hdr+int(n)]
+	if err := VerifyMetadata(meta); err != nil {
+		return nil, fmt.Errorf("arrow/ipc: message at byte %d: %w", r.pos, err)
+	}
 	probe := ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(nil))
 	bodyLen := probe.BodyLen()
 	probe.Release()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
 	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/arrowcheck/arrowchecktest"
 )
@@ -46,5 +48,46 @@ func TestStreamReaderBoundsDeclaredLengths(t *testing.T) {
 	}
 	if r.Next() {
 		t.Fatal("a second batch")
+	}
+}
+
+// TestStreamReaderReadsIPCFiles: an Arrow IPC file is read through the
+// stream it embeds.
+func TestStreamReaderReadsIPCFiles(t *testing.T) {
+	src, err := arrowcheck.NewStreamReader(arrowchecktest.Valid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Release()
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(src.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2 && src.Next(); i++ {
+		if err := w.Write(src.RecordBatch()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(src.RecordBatch()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := arrowcheck.NewStreamReader(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	n := 0
+	for r.Next() {
+		if err := arrowcheck.Batch(arrowchecktest.Schema(), r.RecordBatch()); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 2 || r.Err() != nil {
+		t.Fatalf("read %d batches of 2: %v", n, r.Err())
 	}
 }

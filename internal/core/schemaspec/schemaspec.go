@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/errs"
@@ -47,15 +46,7 @@ func parse(data []byte) (*arrow.Schema, error) {
 	if len(trimmed) > 0 && (trimmed[0] == '[' || trimmed[0] == '{') {
 		return parseJSON(trimmed)
 	}
-	if bytes.HasPrefix(data, []byte("ARROW1")) {
-		r, err := ipc.NewFileReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("schema: not a readable Arrow IPC file: %v: %w", err, errs.ErrInvalid)
-		}
-		defer r.Close()
-		return r.Schema(), nil
-	}
-	r, err := arrowcheck.NewStreamReader(data)
+	r, err := arrowcheck.NewStreamReader(data) // also an IPC file's embedded stream
 	if err != nil {
 		return nil, fmt.Errorf("schema: neither a JSON field list nor an Arrow IPC stream: %v: %w", err, errs.ErrInvalid)
 	}

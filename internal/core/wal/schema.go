@@ -39,7 +39,7 @@ func EncodeSchema(schema *arrow.Schema) ([]byte, error) {
 // DecodeSchema parses bytes produced by EncodeSchema (or any Arrow IPC
 // stream) and returns its schema. Malformed input wraps errs.ErrInvalid.
 func DecodeSchema(b []byte) (*arrow.Schema, error) {
-	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(b), bytes.NewReader(eos)))
+	r, err := arrowcheck.NewStreamReader(b) // bounds what hostile metadata declares
 	if err != nil {
 		return nil, fmt.Errorf("decode Arrow IPC schema: %v: %w", err, ErrSchemaMismatch)
 	}

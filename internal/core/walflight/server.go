@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -37,7 +38,7 @@ func (s *service) fail(rpc string, err error) error {
 // its error; the entries answered before it are durable.
 func (s *service) DoPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
-	rdr, err := flight.NewRecordReader(stream)
+	rdr, err := flight.NewRecordReader(checkedPut{stream})
 	if err != nil {
 		return toStatus(readErr(ctx, err))
 	}
@@ -60,6 +61,22 @@ func (s *service) DoPut(stream flight.FlightService_DoPutServer) error {
 		return toStatus(readErr(ctx, err))
 	}
 	return nil
+}
+
+// checkedPut verifies each incoming message's Arrow metadata before
+// arrow-go's reader parses it: hostile metadata must not make the server
+// allocate what it declares (arrowcheck.VerifyMetadata). Batches are then
+// validated in full by the engine's Append (DESIGN.md rule 17).
+type checkedPut struct {
+	flight.FlightService_DoPutServer
+}
+
+func (c checkedPut) Recv() (*flight.FlightData, error) {
+	fd, err := c.FlightService_DoPutServer.Recv()
+	if err == nil && len(fd.GetDataHeader()) > 0 {
+		err = arrowcheck.VerifyMetadata(fd.GetDataHeader())
+	}
+	return fd, err
 }
 
 // readErr classifies a failure to read an incoming Arrow stream: the

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +138,51 @@ func TestCreateTableSchemaRefusedAcrossTheWire(t *testing.T) {
 	_, err := c.CreateTable(context.Background(), "t", s, 1)
 	if !errors.Is(err, arrowcheck.ErrBadSchema) || !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), `"bad\x1b[2J"`) {
 		t.Fatalf("got %v, want ErrBadSchema naming the field, escaped", err)
+	}
+}
+
+// TestDoPutRefusesHostileMetadata: a schema message whose field vector
+// declares about 2^30 fields (found by FuzzBatch) made arrow-go allocate
+// beyond memory — a fatal error no recover catches, which would take the
+// whole WAL server down. DoPut refuses it as invalid and keeps serving.
+func TestDoPutRefusesHostileMetadata(t *testing.T) {
+	corpus, err := os.ReadFile(filepath.Join("..", "arrowcheck", "testdata", "fuzz", "FuzzBatch", "found-huge-field-count"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(corpus), "\n")
+	lit, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := []byte(lit)
+	n := int(binary.LittleEndian.Uint32(stream[4:]))
+	schemaMeta := stream[8 : 8+n]
+
+	addr := serveInProcess(t, t.TempDir(), ServeOptions{Engine: wal.Options{QuickOpen: true}})
+	c := dial(t, addr, ClientOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.CreateTable(ctx, "fx", arrowchecktest.Schema(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	fc := flight.NewFlightServiceClient(cc)
+	put, err := fc.DoPut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put.Send(&flight.FlightData{FlightDescriptor: putDescriptor("fx", 0), DataHeader: schemaMeta})
+	put.CloseSend()
+	_, err = put.Recv()
+	if err = fromStatus(ctx, addr, err); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "runs past") {
+		t.Fatalf("got %v, want ErrInvalid naming the vector that runs past the metadata", err)
+	}
+	if pos, err := rawPut(t, fc, addr, arrowchecktest.Valid()); err != nil || pos != 1 {
+		t.Fatalf("server after the hostile stream: position %d, %v", pos, err)
 	}
 }
