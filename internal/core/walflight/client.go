@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -259,6 +260,13 @@ func (c *Client) Append(ctx context.Context, table string, shard int, rec arrow.
 	}
 	if rec == nil {
 		return 0, fmt.Errorf("nil record batch: %w", wal.ErrSchemaMismatch)
+	}
+	// The server validates against the table schema; checking the batch
+	// against its own schema here keeps a batch the IPC writer cannot
+	// encode from leaving a half-sent stream (which waited for the deadline
+	// and reported the server unavailable).
+	if err := arrowcheck.Batch(rec.Schema(), rec); err != nil {
+		return 0, fmt.Errorf("table %q: %w", table, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -186,3 +186,37 @@ func TestDoPutRefusesHostileMetadata(t *testing.T) {
 		t.Fatalf("server after the hostile stream: position %d, %v", pos, err)
 	}
 }
+
+// TestClientAppendRefusesMalformedBatches: an in-process producer handing
+// the client a malformed batch gets ErrInvalid naming column and row at
+// once. Before, a batch the IPC writer could not encode (a negative first
+// offset) left a half-sent stream that waited for the deadline and came back
+// as "dependency unavailable".
+func TestClientAppendRefusesMalformedBatches(t *testing.T) {
+	addr := serveInProcess(t, t.TempDir(), ServeOptions{Engine: wal.Options{QuickOpen: true}})
+	c := dial(t, addr, ClientOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.CreateTable(ctx, "fx", arrowchecktest.Schema(), 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range arrowchecktest.Cases() {
+		if tc.Decoder || errors.Is(tc.Want, arrowcheck.ErrSchema) {
+			continue // no batch; or well formed, refused by the server against the table
+		}
+		t.Run(tc.Rule, func(t *testing.T) {
+			r, err := arrowcheck.NewStreamReader(tc.Stream)
+			if err != nil || !r.Next() {
+				t.Fatalf("decode: %v", err)
+			}
+			defer r.Release()
+			_, err = c.Append(ctx, "fx", 0, r.RecordBatch())
+			if !errors.Is(err, arrowcheck.ErrMalformed) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.Column)) {
+				t.Fatalf("got %v, want ErrMalformed naming column %q", err, tc.Column)
+			}
+		})
+	}
+	if st, err := c.Stats(ctx, "fx", nil); err != nil || st.Shards[0].LastPosition != 0 {
+		t.Fatalf("stats after refusals: %+v %v", st, err)
+	}
+}
