@@ -108,11 +108,21 @@ func (cl *Claim) Epoch() uint64 {
 // Done is closed when the claim is lost or released.
 func (cl *Claim) Done() <-chan struct{} { return cl.done }
 
-// Err is nil while the claim is held and afterwards says why it ended.
+// Err is nil while the claim is held and afterwards says why it ended. It
+// applies the wall-time rule as Valid does (DESIGN.md §3 rule 1): once the
+// last successful keep-alive is a TTL old, Err is ErrLeaseExpired and Done
+// is closed, even if the keep-alive goroutine has not noticed yet.
 func (cl *Claim) Err() error {
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.err
+	err, last := cl.err, cl.lastKA
+	cl.mu.Unlock()
+	if err != nil || cl.hooks.skipLocalCheck.Load() {
+		return err
+	}
+	if age := cl.c.clock.Since(last); age >= cl.ttl {
+		return cl.lose(cl.wallTimeExpired(age))
+	}
+	return nil
 }
 
 // Context returns a context derived from parent that is cancelled, with
@@ -259,16 +269,7 @@ func (cl *Claim) checkLocal() error {
 	if cl.hooks.skipLocalCheck.Load() {
 		return nil
 	}
-	cl.mu.Lock()
-	err, last := cl.err, cl.lastKA
-	cl.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if age := cl.c.clock.Since(last); age >= cl.ttl {
-		return cl.lose(cl.wallTimeExpired(age))
-	}
-	return nil
+	return cl.Err()
 }
 
 func (cl *Claim) wallTimeExpired(age time.Duration) error {

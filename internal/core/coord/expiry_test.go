@@ -207,3 +207,27 @@ func waitWaiters(t *testing.T, fc *clocktesting.FakeClock, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Err and Valid agree on the wall-time rule (DESIGN.md §3 rule 1): once the
+// last keep-alive is a TTL old, Err reports ErrLeaseExpired and closes Done
+// by itself, without waiting for the keep-alive goroutine (none runs here).
+func TestErrAppliesWallTimeRule(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))
+	cl := &Claim{c: &Client{clock: fc}, table: "t", ttl: 10 * time.Second, lastKA: fc.Now(), done: make(chan struct{})}
+	fc.Step(9 * time.Second)
+	if err := cl.Err(); err != nil {
+		t.Fatalf("1s before the TTL: %v", err)
+	}
+	fc.Step(time.Second)
+	if err := cl.Err(); !errors.Is(err, ErrLeaseExpired) {
+		t.Fatalf("Err at the TTL: %v, want ErrLeaseExpired", err)
+	}
+	select {
+	case <-cl.Done():
+	default:
+		t.Fatal("Err found the claim expired but Done is still open")
+	}
+	if err := cl.checkLocal(); !errors.Is(err, ErrLeaseExpired) {
+		t.Fatalf("checkLocal (Valid's local half): %v", err)
+	}
+}
