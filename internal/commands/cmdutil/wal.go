@@ -86,6 +86,8 @@ func (f *Factory) WAL(ctx context.Context) (wal.Log, error) {
 		Token:  f.Config.Global.WALToken,
 		TLS:    f.Config.Bool(KeyWALTLS),
 		CAFile: f.Config.String(KeyWALCAFile),
+		// Every later call is bounded too, a streaming read per message.
+		CallTimeout: f.Config.Global.CommandTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("WAL server %s: %w", addr, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -38,16 +39,26 @@ type ClientOptions struct {
 	// MaxMessageBytes bounds one message in both directions; default
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// CallTimeout bounds every call (`--command-timeout`, DESIGN.md §3 rule
+	// 1): the whole of a unary call (actions, Append), and for a streaming
+	// Read the wait for each next message, so a long healthy read is not cut
+	// but a stalled one is. A call that runs out of it fails with
+	// ErrServerUnavailable. Default DefaultCallTimeout.
+	CallTimeout time.Duration
 }
+
+// DefaultCallTimeout is ClientOptions.CallTimeout when left zero.
+const DefaultCallTimeout = 30 * time.Second
 
 // Client is a wal.Log backed by a WAL server. It is safe for concurrent use.
 type Client struct {
-	addr   string
-	conns  []*grpc.ClientConn
-	fl     []flight.FlightServiceClient
-	next   atomic.Uint64
-	closed atomic.Bool
-	once   sync.Once
+	addr    string
+	timeout time.Duration
+	conns   []*grpc.ClientConn
+	fl      []flight.FlightServiceClient
+	next    atomic.Uint64
+	closed  atomic.Bool
+	once    sync.Once
 }
 
 var _ wal.Log = (*Client)(nil)
@@ -62,6 +73,9 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	}
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
 	}
 	creds := insecure.NewCredentials()
 	if opts.TLS {
@@ -89,7 +103,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 				return s(metadata.AppendToOutgoingContext(ctx, md...), d, cc, m, o...)
 			}))
 	}
-	c := &Client{addr: addr}
+	c := &Client{addr: addr, timeout: opts.CallTimeout}
 	for i := 0; i < opts.Conns; i++ {
 		cc, err := grpc.NewClient(addr, dopts...)
 		if err != nil {
@@ -141,21 +155,21 @@ func (c *Client) do(ctx context.Context, typ string, req, out any) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	stream, err := fl.DoAction(ctx, &flight.Action{Type: typ, Body: body})
+	stream, err := fl.DoAction(cctx, &flight.Action{Type: typ, Body: body})
 	if err != nil {
-		return fromStatus(ctx, c.addr, err)
+		return c.fromStatus(ctx, cctx, "action "+typ, err)
 	}
 	res, err := stream.Recv()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("WAL server %s: action %s returned no result: %w", c.addr, typ, errs.ErrUnavailable)
+			return fmt.Errorf("WAL server %s: action %s returned no result: %w", c.addr, typ, ErrServerUnavailable)
 		}
-		return fromStatus(ctx, c.addr, err)
+		return c.fromStatus(ctx, cctx, "action "+typ, err)
 	}
 	if err := json.Unmarshal(res.GetBody(), out); err != nil {
-		return fmt.Errorf("WAL server %s: action %s: undecodable result: %v: %w", c.addr, typ, err, errs.ErrUnavailable)
+		return fmt.Errorf("WAL server %s: action %s: undecodable result: %v: %w", c.addr, typ, err, ErrServerUnavailable)
 	}
 	return nil
 }
@@ -268,11 +282,11 @@ func (c *Client) Append(ctx context.Context, table string, shard int, rec arrow.
 	if err := arrowcheck.Batch(rec.Schema(), rec); err != nil {
 		return 0, fmt.Errorf("table %q: %w", table, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	stream, err := fl.DoPut(ctx)
+	stream, err := fl.DoPut(cctx)
 	if err != nil {
-		return 0, fromStatus(ctx, c.addr, err)
+		return 0, c.fromStatus(ctx, cctx, "append", err)
 	}
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(rec.Schema()))
 	w.SetFlightDescriptor(putDescriptor(table, shard))
@@ -289,21 +303,23 @@ func (c *Client) Append(ctx context.Context, table string, shard int, rec arrow.
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			if werr != nil {
-				return 0, fromStatus(ctx, c.addr, werr)
+				return 0, c.fromStatus(ctx, cctx, "append", werr)
 			}
-			return 0, fmt.Errorf("WAL server %s: append returned no position: %w", c.addr, errs.ErrUnavailable)
+			return 0, fmt.Errorf("WAL server %s: append returned no position: %w", c.addr, ErrServerUnavailable)
 		}
-		return 0, fromStatus(ctx, c.addr, err)
+		return 0, c.fromStatus(ctx, cctx, "append", err)
 	}
 	var m posMeta
 	if err := json.Unmarshal(res.GetAppMetadata(), &m); err != nil || m.Position == 0 {
-		return 0, fmt.Errorf("WAL server %s: append answered %q: %w", c.addr, res.GetAppMetadata(), errs.ErrUnavailable)
+		return 0, fmt.Errorf("WAL server %s: append answered %q: %w", c.addr, res.GetAppMetadata(), ErrServerUnavailable)
 	}
 	return m.Position, nil
 }
 
 // Read implements wal.Log with one DoGet stream. Entry.Raw is nil. An error
-// from fn cancels the stream and is returned as is.
+// from fn cancels the stream and is returned as is. The server must deliver
+// each next entry within CallTimeout (time spent in fn does not count), else
+// the read fails with ErrServerUnavailable.
 func (c *Client) Read(ctx context.Context, table string, shard int, from, to uint64, fn func(wal.Entry) error) error {
 	fl, err := c.pick()
 	if err != nil {
@@ -313,28 +329,38 @@ func (c *Client) Read(ctx context.Context, table string, shard int, from, to uin
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := fl.DoGet(ctx, &flight.Ticket{Ticket: tkt})
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := newIdleTimer(c.timeout, func() { cancel(errIdle) })
+	defer idle.stop()
+	fail := func(err error) error {
+		if errors.Is(context.Cause(sctx), errIdle) {
+			return c.noAnswer("read", fmt.Sprintf("no entry within %s", c.timeout))
+		}
+		return c.fromStatus(ctx, sctx, "read", err)
+	}
+	stream, err := fl.DoGet(sctx, &flight.Ticket{Ticket: tkt})
 	if err != nil {
-		return fromStatus(ctx, c.addr, err)
+		return fail(err)
 	}
 	rdr, err := flight.NewRecordReader(stream)
 	if err != nil {
-		return fromStatus(ctx, c.addr, err)
+		return fail(err)
 	}
 	defer rdr.Release()
 	for rdr.Next() {
+		idle.pause()
 		var m posMeta
 		if err := json.Unmarshal(rdr.LatestAppMetadata(), &m); err != nil || m.Position == 0 {
-			return fmt.Errorf("WAL server %s: read: entry without a position: %w", c.addr, errs.ErrUnavailable)
+			return fmt.Errorf("WAL server %s: read: entry without a position: %w", c.addr, ErrServerUnavailable)
 		}
 		if err := fn(wal.Entry{Position: m.Position, Record: rdr.RecordBatch()}); err != nil {
 			return err
 		}
+		idle.resume()
 	}
 	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return fromStatus(ctx, c.addr, err)
+		return fail(err)
 	}
 	return nil
 }

@@ -122,18 +122,15 @@ func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.err }
 
 // fromStatus converts an RPC failure back into an error wrapping the same
-// sentinel as on the server. Transport failures and deadlines wrap
-// errs.ErrUnavailable (and ctx.Err() when the caller's context ended).
-func fromStatus(ctx context.Context, addr string, err error) error {
+// sentinel as on the server. Transport failures wrap ErrServerUnavailable.
+// Context endings are handled by Client.fromStatus before this.
+func fromStatus(addr string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("WAL server %s: %w: %w", addr, cerr, errs.ErrUnavailable)
-	}
 	st, ok := status.FromError(err)
 	if !ok {
-		return fmt.Errorf("WAL server %s: %v: %w", addr, err, errs.ErrUnavailable)
+		return fmt.Errorf("WAL server %s: %v: %w", addr, err, ErrServerUnavailable)
 	}
 	for _, d := range st.Details() {
 		info, ok := d.(*errdetails.ErrorInfo)
@@ -166,7 +163,7 @@ func fromStatus(ctx context.Context, addr string, err error) error {
 	case codes.DataLoss:
 		cat = errs.ErrCorrupt
 	default:
-		cat = errs.ErrUnavailable
+		cat = ErrServerUnavailable
 	}
 	return &remoteError{msg: fmt.Sprintf("WAL server %s: %s (%s)", addr, st.Message(), st.Code()), err: cat}
 }
