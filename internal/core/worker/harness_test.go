@@ -99,10 +99,14 @@ func (e *env) mustProduce(table string, shard, n, rows int) {
 }
 
 func (e *env) publisher(co *coord.Client, owner string, lim publish.Limits) *publish.Publisher {
+	return e.publisherOn(e.log, co, owner, lim)
+}
+
+func (e *env) publisherOn(log wal.Log, co *coord.Client, owner string, lim publish.Limits) *publish.Publisher {
 	if lim == (publish.Limits{}) {
 		lim = publish.Limits{MaxBytes: 1 << 30, MaxGenerations: 1000, FileBytes: 128 << 10}
 	}
-	return publish.New(e.log, co, publish.Config{
+	return publish.New(log, co, publish.Config{
 		LanceRoot: e.lance,
 		Owner:     coord.Owner{ID: owner, Kind: coord.OwnerWorker, Host: "test", PID: os.Getpid()},
 		Limits:    lim,
@@ -122,12 +126,19 @@ type running struct {
 // start runs a worker named owner with its own etcd client and publisher;
 // cfg.Log, Metrics and Logger are filled in.
 func (e *env) start(owner string, lim publish.Limits, cfg Config) *running {
-	co := e.connect()
+	return e.startOn(e.log, e.connect(), owner, lim, cfg)
+}
+
+// startOn is start with the worker's WAL and etcd client given.
+func (e *env) startOn(log wal.Log, co *coord.Client, owner string, lim publish.Limits, cfg Config) *running {
 	reg := prometheus.NewRegistry()
-	cfg.Log = e.log
+	cfg.Log = log
 	cfg.Metrics = NewMetrics(reg)
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("worker", owner)
-	w := New(e.publisher(co, owner, lim), co, cfg)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	cfg.Logger = cfg.Logger.With("worker", owner)
+	w := New(e.publisherOn(log, co, owner, lim), co, cfg)
 	ctx, cancel := context.WithCancel(e.ctx)
 	r := &running{name: owner, m: cfg.Metrics, reg: reg, cancel: cancel, exited: make(chan struct{})}
 	go func() {

@@ -45,8 +45,8 @@ type Metrics struct {
 	// Conflicts counts rounds that failed on contention (Lance commits still
 	// conflicting after the publisher's attempts, a WAL epoch CAS lost).
 	Conflicts *prometheus.CounterVec
-	// Errors counts other failures by kind: unavailable, files-damaged,
-	// corrupt, not-found, invalid, other.
+	// Errors counts other failures by kind: unavailable, wal-unavailable,
+	// files-damaged, corrupt, not-found, invalid, other.
 	Errors *prometheus.CounterVec
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/walflight"
 )
 
 // backoff is an exponential delay: base, 2·base, … up to max.
@@ -39,9 +40,13 @@ const (
 	// kindConflict: Lance commits stayed contended, or the WAL epoch moved
 	// under the acquisition. Transient: back off, keep the claim.
 	kindConflict errorKind = "conflict"
-	// kindUnavailable: etcd, the WAL or the store did not answer (or a
-	// commit's outcome is unknown; the next round resolves it). Transient.
+	// kindUnavailable: etcd or the store did not answer (or a commit's
+	// outcome is unknown; the next round resolves it). Transient.
 	kindUnavailable errorKind = "unavailable"
+	// kindWALUnavailable: the WAL server did not answer within the call
+	// timeout. Transient, but the claim is released: a holder that cannot
+	// reach its WAL must not pin the table (issue 12 item 4).
+	kindWALUnavailable errorKind = "wal-unavailable"
 	// kindFilesDamaged: prepared files failed verification just before the
 	// commit; the attempt is retired and the next round prepares anew.
 	kindFilesDamaged errorKind = "files-damaged"
@@ -72,6 +77,8 @@ func classify(err, claimErr error, shutdown bool) errorKind {
 		return kindCorrupt
 	case errors.Is(err, errs.ErrConflict):
 		return kindConflict
+	case errors.Is(err, walflight.ErrServerUnavailable):
+		return kindWALUnavailable
 	case errors.Is(err, errs.ErrUnavailable):
 		return kindUnavailable
 	case errors.Is(err, errs.ErrNotFound):

@@ -12,6 +12,7 @@ import (
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/core/walflight"
 )
 
 func TestClassify(t *testing.T) {
@@ -40,6 +41,7 @@ func TestClassify(t *testing.T) {
 		{"epoch CAS lost", wrap(wal.ErrEpochConflict), nil, false, kindConflict},
 		{"commit unknown", wrap(lance.ErrCommitUnknown), nil, false, kindUnavailable},
 		{"etcd down", wrap(fmt.Errorf("etcd: %w", errs.ErrUnavailable)), nil, false, kindUnavailable},
+		{"WAL server not answering", wrap(fmt.Errorf("stats: %w", walflight.ErrServerUnavailable)), nil, false, kindWALUnavailable},
 		{"unknown table", wrap(wal.ErrUnknownTable), nil, false, kindNotFound},
 		{"bad range", wrap(wal.ErrBadRange), nil, false, kindInvalid},
 		{"anything else", errors.New("disk on fire"), nil, false, kindOther},
@@ -55,7 +57,7 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s is not severe", k)
 		}
 	}
-	for _, k := range []errorKind{kindFenced, kindShutdown, kindConflict, kindUnavailable, kindFilesDamaged, kindOther} {
+	for _, k := range []errorKind{kindFenced, kindShutdown, kindConflict, kindUnavailable, kindWALUnavailable, kindFilesDamaged, kindOther} {
 		if k.severe() {
 			t.Errorf("%s is severe", k)
 		}

@@ -3,10 +3,12 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 )
@@ -104,6 +106,9 @@ func (t *tableLoop) hold(ctx context.Context, s *publish.Session) (delay time.Du
 				return t.w.cfg.LostBackoff
 			case k == kindShutdown:
 				return 0
+			case k == kindWALUnavailable:
+				why = "WAL unreachable"
+				return t.transient.next()
 			case k.severe():
 				why = string(k)
 				t.seen = nil // look again after the backoff, whatever the WAL says
@@ -157,6 +162,12 @@ func (t *tableLoop) round(ctx context.Context, s *publish.Session, log *slog.Log
 	res, err := s.Round(rctx)
 	took := t.w.cfg.Clock.Since(start)
 	t.w.m.round(t.table, res, err)
+	if cerr := claim.Err(); err != nil && cerr != nil && !errors.Is(err, errs.ErrFenced) {
+		// The round stopped because its claim ended (its context was the
+		// claim's): what it met on the way out, often a bare "context
+		// canceled", is not the reason. Keep the claim's, with its sentinel.
+		err = fmt.Errorf("%w (the round stopped at: %v)", cerr, err)
+	}
 	if err != nil {
 		k := classify(err, claim.Err(), t.w.roundBase.Err() != nil)
 		t.w.m.failure(t.table, k)
@@ -171,7 +182,9 @@ func (t *tableLoop) round(ctx context.Context, s *publish.Session, log *slog.Log
 		case k.severe():
 			log.Error("round failed on a data-integrity or configuration error", attrs...)
 		case k == kindFenced:
-			log.Warn("fenced out of the table; no further rounds under this claim", attrs...)
+			log.Warn(t.fencedBy(s.Epoch())+"; no further rounds under this claim", attrs...)
+		case k == kindWALUnavailable:
+			log.Warn("round could not reach the WAL; releasing the claim", attrs...)
 		case k == kindShutdown:
 			log.Warn("round cancelled by shutdown after the grace; the next owner resolves it", attrs...)
 		default:
@@ -290,4 +303,21 @@ func (t *tableLoop) release(ctx context.Context, s *publish.Session, log *slog.L
 		t.w.m.failure(t.table, classify(err, nil, false))
 		log.Warn("claim release failed; its lease expires within its TTL", "err", err)
 	}
+}
+
+// fencedBy says who fenced this holder out: the table's current publisher
+// epoch E read from the WAL against the holder's own M ("fenced by epoch E
+// (mine M)"), or, when nobody has advanced past M yet, that the claim was
+// lost at M.
+func (t *tableLoop) fencedBy(mine uint64) string {
+	ctx, cancel := context.WithTimeout(t.w.roundBase, t.w.cfg.ReleaseTimeout)
+	defer cancel()
+	e, err := t.w.cfg.Log.Epoch(ctx, t.table)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("fenced out at epoch %d (the current epoch could not be read: %v)", mine, err)
+	case e > mine:
+		return fmt.Sprintf("fenced by epoch %d (mine %d)", e, mine)
+	}
+	return fmt.Sprintf("claim lost at epoch %d (no newer epoch yet)", mine)
 }
