@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +148,16 @@ func TestRunRejectsBadConfigBeforeDoingAnything(t *testing.T) {
 	if err := New(nil, nil, Config{Tables: []string{"orders", "orders"}}).Run(context.Background()); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("Run: %v, want invalid", err)
 	}
+}
+
+// Issue 13: a table the WAL does not know is refused at start, by name,
+// as not found — not retried for ever.
+func TestRunRefusesUnknownTable(t *testing.T) {
+	e := newEnv(t, 1, "orders")
+	w := New(e.publisher(e.co, "worker-a", publish.Limits{}), e.co, Config{Tables: []string{"orders", "ordres"}, Log: e.log})
+	err := w.Run(e.ctx)
+	if !errors.Is(err, wal.ErrUnknownTable) || !errors.Is(err, errs.ErrNotFound) || !strings.Contains(err.Error(), "ordres") {
+		t.Fatalf("Run: %v, want unknown table ordres", err)
+	}
+	e.noClaims()
 }

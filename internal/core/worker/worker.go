@@ -29,6 +29,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -38,6 +39,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
@@ -70,9 +72,13 @@ func New(pub *publish.Publisher, co *coord.Client, cfg Config) *Worker {
 }
 
 // Run publishes the configured tables until ctx is cancelled, then shuts
-// down and returns nil. It returns an error (wrapping errs.ErrInvalid) only
-// for a bad Config, before doing anything. Failures while running are
-// logged, counted in Metrics and retried with backoff; they never end Run.
+// down and returns nil. It returns an error only before doing anything: for
+// a bad Config (errs.ErrInvalid), or for a configured table that the WAL
+// says is not registered (wal.ErrUnknownTable, errs.ErrNotFound, naming
+// it) — a typo must not start a worker that retries it for ever. A WAL
+// that cannot answer that check is only logged: the tables are looked at
+// again with backoff. Failures while running are logged, counted in
+// Metrics and retried with backoff; they never end Run.
 //
 // On cancellation of ctx (SIGTERM in the CLI) Run stops taking work: no new
 // claim and no new round is started, waits stop at once. Rounds already
@@ -89,6 +95,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.cfg, w.log, w.m = cfg, cfg.Logger, cfg.Metrics
+	if err := w.checkTables(ctx); err != nil {
+		return err
+	}
 	w.tables = semaphore.NewWeighted(int64(cfg.MaxConcurrentTables))
 	w.rounds = semaphore.NewWeighted(int64(cfg.MaxConcurrentRounds))
 	w.policy = holdPolicy{slice: cfg.Slice, idle: cfg.IdleRelease}
@@ -140,6 +149,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Warn("worker stopped; some claims could not be released and expire within their lease TTL", "failed_releases", n)
 	} else {
 		w.log.Info("worker stopped; every claim released")
+	}
+	return nil
+}
+
+// checkTables refuses tables the WAL does not know.
+func (w *Worker) checkTables(ctx context.Context) error {
+	for _, table := range w.cfg.Tables {
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.ReleaseTimeout)
+		_, err := w.cfg.Log.Table(cctx, table)
+		cancel()
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+			return fmt.Errorf("worker: table %s is not registered in the WAL (walctl table create %s …): %w", table, table, err)
+		case err != nil && ctx.Err() == nil:
+			w.log.Warn("could not check that the table is registered; it is looked at again with backoff", "table", table, "err", err)
+		}
 	}
 	return nil
 }
