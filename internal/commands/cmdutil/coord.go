@@ -51,6 +51,11 @@ func (f *Factory) Coord(ctx context.Context) (*coord.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Fail fast on a dead etcd: one probe within --command-timeout, rather
+	// than every later call (per table, per retry) waiting out its own.
+	if err := c.Probe(ctx, f.Config.Global.CommandTimeout); err != nil {
+		return nil, err
+	}
 	f.coord = c
 	f.closers = append(f.closers, func() { c.Close() })
 	return c, nil

@@ -103,6 +103,9 @@ func quickstartRun(ctx context.Context, opts *Options) error {
 	}
 	say("walctl quickstart: %s, WAL %s, Lance tables in %s", where, walWhere(f), g.LanceRoot)
 
+	if _, err := f.Coord(ctx); err != nil { // etcd is needed to publish: check it before writing anything
+		return err
+	}
 	log, err := f.WAL(ctx)
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -128,16 +129,32 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.ownsCli = true
-	pctx, cancel := context.WithTimeout(ctx, dial)
-	defer cancel()
-	if _, err := cli.Get(pctx, c.prefix+"/", clientv3.WithSerializable(), clientv3.WithCountOnly()); err != nil {
+	if err := c.Probe(ctx, dial); err != nil {
 		cli.Close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, context.Cause(ctx))
-		}
-		return nil, fmt.Errorf("etcd %v: not reachable within %s: %v: %w", cfg.Endpoints, dial, err, errs.ErrUnavailable)
+		return nil, err
 	}
 	return c, nil
+}
+
+// Probe checks that etcd answers within d (a serializable count of one
+// key: no quorum round, nothing written), so that a command fails early
+// and clearly instead of every later call waiting out its own deadline on
+// a dead endpoint (the etcd client does not fail fast: its calls wait for
+// a connection until their deadline). The error wraps errs.ErrUnavailable
+// and names the endpoints, or carries ctx's cause when ctx ended first.
+func (c *Client) Probe(ctx context.Context, d time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err := c.cli.Get(pctx, c.prefix+"/", clientv3.WithSerializable(), clientv3.WithCountOnly())
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("connect to etcd %v: %w", c.endpoints, context.Cause(ctx))
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("etcd %v: not reachable within %s (is it running? check --etcd-endpoints): %w", c.endpoints, d, errs.ErrUnavailable)
+	}
+	return fmt.Errorf("etcd %v: not reachable within %s: %v: %w", c.endpoints, d, err, errs.ErrUnavailable)
 }
 
 // Close stops the busy hint and, when the Client was made by Connect, closes
