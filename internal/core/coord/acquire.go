@@ -138,7 +138,37 @@ func (c *Client) tryAcquire(ctx context.Context, table string, owner Owner, o ac
 		c.revokeLease(ctx, g.ID)
 		return nil, c.lost(table, owner, resp)
 	}
-	return c.startClaim(rec, ck, resp.Header.Revision, time.Duration(g.TTL)*time.Second, sent), nil
+	ttl := time.Duration(g.TTL) * time.Second
+	renewed, err := c.renewIfAged(ctx, table, g.ID, ttl, sent)
+	if err != nil {
+		c.revokeLease(ctx, g.ID)
+		return nil, err
+	}
+	return c.startClaim(rec, ck, resp.Header.Revision, ttl, renewed), nil
+}
+
+// renewIfAged renews a new claim's lease at once when granting it and
+// writing the claim took a third of the TTL or more — after an etcd
+// restart the grant waits on the client's reconnect backoff, and the
+// wall-time clock, started when the grant was sent, may have run out before
+// the first scheduled renewal (issue 12 item 6). It returns the send time
+// of the renewal, or sent when none was needed. On failure the caller gives
+// the claim back: it was never handed out, so no epoch was advanced under it.
+func (c *Client) renewIfAged(ctx context.Context, table string, id clientv3.LeaseID, ttl time.Duration, sent time.Time) (time.Time, error) {
+	if c.clock.Since(sent) < ttl/3 {
+		return sent, nil
+	}
+	now := c.clock.Now()
+	cctx, cancel := c.callCtx(ctx)
+	ka, err := c.cli.KeepAliveOnce(cctx, id)
+	cancel()
+	if err != nil {
+		return sent, c.unavailable(ctx, "renew the lease of the new claim on table "+table+", aged by a slow grant (claim given back)", err)
+	}
+	if ka.TTL <= 0 {
+		return sent, fmt.Errorf("table %s: the lease of the new claim expired before its first renewal (claim given back): %w", table, errs.ErrUnavailable)
+	}
+	return now, nil
 }
 
 // reservedFor reads table's reservation and returns the comparison that

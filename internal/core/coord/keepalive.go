@@ -23,7 +23,9 @@ func (cl *Claim) run(wch clientv3.WatchChan) {
 	interval := cl.ttl / 3
 	retry := min(interval/2, time.Second)
 
-	renew := clk.NewTimer(interval)
+	// The first renewal is due TTL/3 after the grant (or the renewal that
+	// followed it) was sent, not after this goroutine started.
+	renew := clk.NewTimer(max(0, interval-cl.age()))
 	defer renew.Stop()
 	expiry := clk.NewTimer(cl.untilExpiry())
 	defer expiry.Stop()
