@@ -30,6 +30,8 @@ const (
 	KeyIdleRounds   = "worker.idle_release_rounds"
 	KeyGrace        = "worker.shutdown_grace"
 	KeyMetricsListe = "worker.metrics_listen"
+	KeyLostBackoff  = "worker.lost_backoff"
+	KeyErrBackoff   = "worker.error_backoff"
 )
 
 func init() {
@@ -43,6 +45,8 @@ func init() {
 		cmdutil.Setting{Key: KeyIdleRounds, Default: coreworker.DefaultIdleReleaseRounds, Usage: "a claim is released after this many consecutive idle rounds"},
 		cmdutil.Setting{Key: KeyGrace, Default: coreworker.DefaultShutdownGrace, Usage: "how long admitted rounds may run on after SIGTERM"},
 		cmdutil.Setting{Key: KeyMetricsListe, Default: "", Usage: "serve Prometheus metrics on this address (/metrics)"},
+		cmdutil.Setting{Key: KeyLostBackoff, Default: coreworker.DefaultLostBackoff, Usage: "how long a table is left to others after this worker lost its claim"},
+		cmdutil.Setting{Key: KeyErrBackoff, Default: coreworker.DefaultErrorBackoff, Usage: "cap of the backoff after transient errors (it doubles from the poll interval)"},
 	)
 }
 
@@ -92,7 +96,7 @@ worker.shutdown_grace), joins lease renewal, releases its claims and exits 0.`,
 			return runRun(cmd.Context(), opts)
 		},
 	}
-	cmdutil.AddSettingFlags(cmd.Flags(), KeyTables, KeyMaxTables, KeyMaxRounds, KeyPoll, KeySliceTime, KeySliceRounds, KeyIdleRounds, KeyGrace, KeyMetricsListe,
+	cmdutil.AddSettingFlags(cmd.Flags(), KeyTables, KeyMaxTables, KeyMaxRounds, KeyPoll, KeySliceTime, KeySliceRounds, KeyIdleRounds, KeyGrace, KeyMetricsListe, KeyLostBackoff, KeyErrBackoff,
 		cmdutil.KeyPipeline, cmdutil.KeyMemoryBudget)
 	return cmd
 }
@@ -135,6 +139,8 @@ func runRun(ctx context.Context, opts *Options) error {
 		Slice:               slice,
 		IdleRelease:         coreworker.IdlePolicy{MaxRounds: cfg.Int(KeyIdleRounds)},
 		ShutdownGrace:       cfg.Duration(KeyGrace),
+		LostBackoff:         cfg.Duration(KeyLostBackoff),
+		ErrorBackoff:        cfg.Duration(KeyErrBackoff),
 		Log:                 log,
 		Logger:              f.Logger,
 		Metrics:             metrics,
