@@ -35,6 +35,7 @@ type Factory struct {
 	embedded *etcdembed.Server
 	wal      wal.Log
 	coord    *coord.Client
+	holders  []holder
 	closers  []func()
 }
 
@@ -79,6 +80,7 @@ func (f *Factory) EtcdEndpoints(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("%w; and it publishes no endpoint: %v", err, epErr)
 		}
 		f.Logger.Debug("using the embedded etcd of another process", "dir", dir, "endpoint", ep)
+		f.borrow("embedded etcd", dir)
 		return []string{ep}, nil
 	}
 	if err != nil {
@@ -135,5 +137,5 @@ func (f *Factory) Close() {
 	for i := len(f.closers) - 1; i >= 0; i-- {
 		f.closers[i]()
 	}
-	f.closers, f.etcd, f.embedded, f.wal, f.coord = nil, nil, nil, nil, nil
+	f.closers, f.etcd, f.embedded, f.wal, f.coord, f.holders = nil, nil, nil, nil, nil, nil
 }

@@ -78,6 +78,7 @@ func (f *Factory) WAL(ctx context.Context) (wal.Log, error) {
 		}
 		addr = strings.TrimSpace(string(b))
 		f.Logger.Debug("using the WAL server of the process holding the data dir", "addr", addr)
+		f.borrow("WAL", f.WALDir())
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.Config.Global.CommandTimeout)
 	defer cancel()

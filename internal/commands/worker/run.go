@@ -145,9 +145,14 @@ func runRun(ctx context.Context, opts *Options) error {
 		Logger:              f.Logger,
 		Metrics:             metrics,
 	})
+	ctx, stop := f.WithHolders(ctx) // exit, not idle, when the holder of the data dir goes
+	defer stop()
 	f.Logger.Info("worker started", "tables", cfg.StringSlice(KeyTables))
 	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, cmdutil.ErrHolderGone) {
+		return cause
 	}
 	return nil
 }

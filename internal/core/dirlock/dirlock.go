@@ -78,3 +78,32 @@ func holder(path string) string {
 	}
 	return pid
 }
+
+// Holder returns the pid written by the process holding dir's lock, or
+// "unknown".
+func Holder(dir string) string { return holder(filepath.Join(dir, FileName)) }
+
+// WaitReleased returns a channel that is closed once no process holds dir's
+// lock any more: the holder released it or died (the kernel drops a dead
+// holder's flock). It is a watch, not a poll: a goroutine blocks in
+// flock(2) for a shared lock, which it drops at once. That goroutine ends
+// only when the lock is free, so a caller that stops caring just stops
+// reading the channel. A dir that is not locked closes the channel at once.
+func WaitReleased(dir string) (<-chan struct{}, error) {
+	f, err := os.Open(filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, fmt.Errorf("watch lock of %s: %w", dir, err)
+	}
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		defer f.Close() // also drops the shared lock
+		for {
+			err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH)
+			if !errors.Is(err, syscall.EINTR) {
+				return
+			}
+		}
+	}()
+	return ch, nil
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSecondAcquireInProcessRefused(t *testing.T) {
@@ -73,4 +74,38 @@ func TestOtherProcessRefused(t *testing.T) {
 		t.Fatalf("acquire after holder exit: %v", err)
 	}
 	l.Release()
+}
+
+// WaitReleased fires when the holder releases (here in-process: flock
+// conflicts between open file descriptions of one process too), not before,
+// and leaves the directory free for the next Acquire.
+func TestWaitReleased(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Acquire(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Holder(dir); got != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("Holder = %q, want %d", got, os.Getpid())
+	}
+	ch, err := WaitReleased(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+		t.Fatal("WaitReleased fired while the lock is held")
+	case <-time.After(200 * time.Millisecond):
+	}
+	l.Release()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitReleased did not fire after the release")
+	}
+	l2, err := Acquire(dir)
+	if err != nil {
+		t.Fatalf("acquire after the watch: %v", err)
+	}
+	l2.Release()
 }
