@@ -1,34 +1,16 @@
 package worker
 
 import (
-	"bytes"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/testutil/walctlbin"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Issue 13: a fenced round is logged as what it is. The worker's first
 // round is held inside its fence commit; a successor advances the WAL epoch
@@ -39,7 +21,7 @@ func TestFencedRoundSaysByWhichEpoch(t *testing.T) {
 	e := newEnv(t, 1, "orders")
 	e.mustProduce("orders", 0, 2, 10)
 	paused, _ := pauseFirstCommit(t)
-	var logs syncBuffer
+	var logs walctlbin.SyncBuffer
 	a := e.startOn(e.log, e.connect(), "worker-a", publish.Limits{}, Config{
 		Tables: []string{"orders"}, PollInterval: 20 * time.Millisecond, LostBackoff: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
