@@ -20,7 +20,15 @@
 // google.rpc.ErrorInfo (domain "walctl.wal") naming the sentinel, so that
 // errors.Is(err, wal.ErrEpochConflict) and friends hold on the client, and
 // an *wal.EpochConflictError carries the server's current epoch. Transport
-// failures and deadlines wrap errs.ErrUnavailable.
+// failures wrap ErrServerUnavailable (errs.ErrUnavailable).
+//
+// # Deadlines
+//
+// Every client call is bounded by ClientOptions.CallTimeout
+// (`--command-timeout`): a unary call as a whole, a streaming read per
+// message, so that a hung server never pins its caller (or the claim the
+// caller holds) for ever. Running out of it is ErrServerUnavailable; a
+// caller's own cancellation is reported with its cause.
 //
 // # Security
 //
