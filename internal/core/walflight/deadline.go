@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -38,7 +41,9 @@ func (c *Client) fromStatus(parent, call context.Context, op string, err error) 
 		}
 		return fmt.Errorf("WAL server %s: %s: %w: %w", c.addr, op, perr, errs.ErrUnavailable)
 	}
-	if call.Err() != nil {
+	// The server may see the propagated deadline pass a moment before the
+	// client does and end the stream with DeadlineExceeded itself.
+	if call.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 		return c.noAnswer(op, "no answer within "+c.timeout.String())
 	}
 	return fromStatus(c.addr, err)
