@@ -46,7 +46,7 @@ func (c *Client) fromStatus(parent, call context.Context, op string, err error) 
 	if call.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 		return c.noAnswer(op, "no answer within "+c.timeout.String())
 	}
-	return fromStatus(c.addr, err)
+	return fromStatus(call, c.addr, err)
 }
 
 func (c *Client) noAnswer(op, what string) error {

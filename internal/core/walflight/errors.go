@@ -122,11 +122,15 @@ func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.err }
 
 // fromStatus converts an RPC failure back into an error wrapping the same
-// sentinel as on the server. Transport failures wrap ErrServerUnavailable.
-// Context endings are handled by Client.fromStatus before this.
-func fromStatus(addr string, err error) error {
+// sentinel as on the server. Transport failures wrap ErrServerUnavailable;
+// a call whose ctx ended reports ctx's cause (Client.fromStatus tells the
+// caller's cancellation from the call's own deadline before this).
+func fromStatus(ctx context.Context, addr string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("WAL server %s: %w: %w", addr, context.Cause(ctx), ErrServerUnavailable)
 	}
 	st, ok := status.FromError(err)
 	if !ok {

@@ -179,7 +179,7 @@ func TestUnknownJSONFieldsAndMalformedStream(t *testing.T) {
 	stream.Send(&flight.FlightData{FlightDescriptor: putDescriptor("t", 0), DataHeader: []byte("not flatbuffers"), DataBody: []byte("junk")})
 	stream.CloseSend()
 	_, err = stream.Recv()
-	if err = fromStatus(addr, err); !errors.Is(err, errs.ErrInvalid) {
+	if err = fromStatus(ctx, addr, err); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("malformed stream: got %v", err)
 	}
 	if st, _ := c.Stats(ctx, "t", nil); st.Shards[0].LastPosition != 0 {
