@@ -2,6 +2,7 @@ package exactlyonce
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -11,6 +12,9 @@ import (
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
 )
+
+// ErrProducedTwice is a producer's bug: an id ACKed a second time.
+var ErrProducedTwice = errors.New("producer made an id twice")
 
 // Acked is the log of ACKed ids: an id is added only once its append was
 // ACKed. Safe for concurrent use.
@@ -23,7 +27,7 @@ type Acked struct {
 func NewAcked() *Acked { return &Acked{ids: map[int64]int{}} }
 
 // Add logs the ids of an ACKed batch (its int64 "id" column); an id ACKed
-// twice is an error of the producer.
+// twice is an error of the producer (ErrProducedTwice).
 func (a *Acked) Add(b arrow.RecordBatch) error {
 	idx := b.Schema().FieldIndices(synth.IDField)
 	if len(idx) == 0 {
@@ -40,7 +44,7 @@ func (a *Acked) Add(b arrow.RecordBatch) error {
 		id := ids.Value(i)
 		a.ids[id]++
 		if a.ids[id] > 1 && dup == nil {
-			dup = fmt.Errorf("producer made id %d twice", id)
+			dup = fmt.Errorf("%w: id %d", ErrProducedTwice, id)
 		}
 	}
 	return dup

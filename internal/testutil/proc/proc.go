@@ -57,6 +57,9 @@ func (r *Runner) Start(t testing.TB, name string, env []string, args ...string) 
 	}
 	cmd := exec.Command(r.Bin, args...)
 	cmd.Env = IsolatedEnv(r.Dir, append(append([]string{"WALCTL_FAILPOINT_DIR=" + fpDir}, r.Env...), env...)...)
+	// A group of its own, so that KillGroup also ends its children (a
+	// master's executors) and a terminal's signals reach only the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &Proc{Name: name, Args: args, FailpointDir: fpDir, t: t, timeout: r.timeout(), cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
 	if err := cmd.Start(); err != nil {
@@ -66,7 +69,7 @@ func (r *Runner) Start(t testing.TB, name string, env []string, args ...string) 
 		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(p.Kill)
+	t.Cleanup(p.KillGroup)
 	return p
 }
 
@@ -163,6 +166,14 @@ func (p *Proc) Kill() {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// KillGroup SIGKILLs the process's whole process group — it and every
+// child it started, also those that outlived it — and waits until the
+// process is gone.
+func (p *Proc) KillGroup() {
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
 	<-p.done
 }
 
