@@ -74,7 +74,7 @@ type outcome struct {
 	fired                   int // injected I/O errors that the process reported
 	acked, lost, duplicated int
 	invented, unknownSeen   int
-	failed                  bool
+	catchups                int // catch-up executors the master started
 	wall                    time.Duration
 }
 
@@ -96,6 +96,7 @@ func TestChaos(t *testing.T) {
 				total.faults[k] += n
 			}
 			total.fired += o.fired
+			total.catchups += o.catchups
 			total.acked += o.acked
 			total.lost += o.lost
 			total.duplicated += o.duplicated
@@ -105,8 +106,8 @@ func TestChaos(t *testing.T) {
 			}
 		})
 	}
-	fmt.Printf("chaos: runs=%d failed=%d faults=%d (%s) io-fired=%d acked=%d lost=%d duplicated=%d never-appended=%d wall=%s\n",
-		cfg.runs, failed, sum(total.faults), breakdown(total.faults), total.fired, total.acked, total.lost, total.duplicated,
+	fmt.Printf("chaos: runs=%d failed=%d faults=%d (%s) io-fired=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d wall=%s\n",
+		cfg.runs, failed, sum(total.faults), breakdown(total.faults), total.fired, total.catchups, total.acked, total.lost, total.duplicated,
 		total.invented, time.Since(start).Round(time.Second))
 }
 
@@ -197,8 +198,9 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 		}
 	}
 	o.wall = time.Since(start)
-	fmt.Printf("seed=%d faults=%d (%s) io-fired=%d acked=%d lost=%d duplicated=%d never-appended=%d unknown-published=%d wall=%s\n",
-		seed, len(sched), breakdown(o.faults), o.fired, o.acked, o.lost, o.duplicated, o.invented, unknown, o.wall.Round(100*time.Millisecond))
+	o.catchups = s.catchups()
+	fmt.Printf("seed=%d faults=%d (%s) io-fired=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d unknown-published=%d wall=%s\n",
+		seed, len(sched), breakdown(o.faults), o.fired, o.catchups, o.acked, o.lost, o.duplicated, o.invented, unknown, o.wall.Round(100*time.Millisecond))
 	return o
 }
 
@@ -215,4 +217,11 @@ func (s *system) keepLogs(t *testing.T, seed uint64) {
 		}
 	}
 	fmt.Printf("seed=%d logs, WAL and tables: %s\n", seed, s.dir)
+}
+
+// catchups counts the executors the master's local runner started (one log
+// each).
+func (s *system) catchups() int {
+	logs, _ := filepath.Glob(filepath.Join(s.procDir("master"), "master", "jobs", "*.log"))
+	return len(logs)
 }

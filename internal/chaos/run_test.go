@@ -40,12 +40,8 @@ func (s *system) execute(sched []fault, phase time.Duration) ([]*proc.Proc, []ev
 		if ev.at > phase {
 			return pubs, evs[i:], nil
 		}
-		if d := time.Until(start.Add(ev.at)); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-s.ctx.Done():
-				return pubs, nil, s.ctx.Err()
-			}
+		if err := s.supervise(start.Add(ev.at)); err != nil {
+			return pubs, nil, err
 		}
 		p, err := s.apply(ev)
 		if err != nil {
@@ -55,10 +51,41 @@ func (s *system) execute(sched []fault, phase time.Duration) ([]*proc.Proc, []ev
 			pubs = append(pubs, p)
 		}
 	}
-	if d := time.Until(start.Add(phase)); d > 0 {
-		time.Sleep(d) // the load runs on to the end of the phase
+	// The load runs on to the end of the phase.
+	return pubs, nil, s.supervise(start.Add(phase))
+}
+
+// supervise waits until the deadline, restarting (as systemd or Kubernetes
+// would) any member that ended by itself meanwhile — a daemon that gives up
+// when etcd is away, say. A member killed by the schedule stays dead for
+// its hold.
+func (s *system) supervise(until time.Time) error {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(until) {
+		for _, name := range s.order {
+			m := s.members[name]
+			if m.killed || m.p == nil || !m.p.Exited() {
+				continue
+			}
+			r := m.p.Wait()
+			if r.Code == 6 {
+				return fmt.Errorf("%s exited 6 (data integrity): %s", name, r)
+			}
+			s.notes = append(s.notes, fmt.Sprintf("%s ended by itself (exit %d) and was restarted", name, r.Code))
+			// An injected fault fires once: the restarted process runs clean.
+			if err := s.restart(name, ""); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-time.After(time.Until(until)):
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
 	}
-	return pubs, nil, nil
+	return nil
 }
 
 // apply injects a fault or ends it.
@@ -94,6 +121,7 @@ func (s *system) apply(ev event) (*proc.Proc, error) {
 		return nil, s.restart(f.Target, "")
 	}
 	m.p.Kill()
+	m.killed = true
 	return nil, nil
 }
 
@@ -101,7 +129,7 @@ func (s *system) apply(ev event) (*proc.Proc, error) {
 // members continue, members that died on their own or run with failpoints
 // start again clean. It returns what it had to repair beyond the schedule.
 func (s *system) quiesce(due []event) ([]string, error) {
-	var notes []string
+	notes := s.notes
 	for _, ev := range due {
 		if ev.recover {
 			if _, err := s.apply(ev); err != nil {
@@ -118,7 +146,7 @@ func (s *system) quiesce(due []event) ([]string, error) {
 		if m.p.Exited() || m.failpoints != "" {
 			if m.p.Exited() && m.failpoints == "" {
 				r := m.p.Wait()
-				notes = append(notes, fmt.Sprintf("%s ended by itself: exit %d (signal %v)", name, r.Code, r.Signal))
+				notes = append(notes, fmt.Sprintf("%s ended by itself (exit %d) and was restarted", name, r.Code))
 				if r.Code == 6 {
 					return notes, fmt.Errorf("%s exited 6 (data integrity): %s", name, r)
 				}

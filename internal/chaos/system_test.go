@@ -34,6 +34,7 @@ type member struct {
 	start   func(env []string) (*proc.Proc, error)
 	p       *proc.Proc
 	stopped bool
+	killed  bool // by the schedule, until its hold ends
 	// failpoints is the WALCTL_FAILPOINTS spec it runs with ("" for none).
 	failpoints string
 	// fired counts runs of this member whose failpoint fired.
@@ -55,6 +56,7 @@ type system struct {
 	lance    string
 	members  map[string]*member
 	order    []string // member names, in start order
+	notes    []string // what the supervisor had to repair
 }
 
 func newSystem(t *testing.T, ctx context.Context, workers int) *system {
@@ -142,7 +144,7 @@ func (s *system) restart(name, fp string) error {
 	if fp != "" {
 		env = []string{"WALCTL_FAILPOINTS=" + fp}
 	}
-	m.failpoints, m.stopped = fp, false
+	m.failpoints, m.stopped, m.killed = fp, false, false
 	p, err := m.start(env)
 	m.p = p
 	if err != nil && fp != "" && errors.Is(err, proc.ErrGone) {
