@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // Metrics maps each series ("name{labels}") to its value.
@@ -52,22 +53,45 @@ func Scrape(ctx context.Context, url string) (Metrics, error) {
 	return m, nil
 }
 
-// Sum adds the series of name whose labels contain label (any when label
-// is empty). It is an error when there is none, so that a renamed metric
-// cannot make an assertion vacuous.
-func (m Metrics) Sum(name, label string) (float64, error) {
+// Sum adds the series of name whose labels contain every one of labels
+// (`key="value"`; empty ones match anything). It is an error when there is
+// none, so that a renamed metric cannot make an assertion vacuous.
+func (m Metrics) Sum(name string, labels ...string) (float64, error) {
 	total, found := 0.0, false
+next:
 	for series, v := range m {
 		if series != name && !strings.HasPrefix(series, name+"{") {
 			continue
 		}
-		if label != "" && !strings.Contains(series, label) {
-			continue
+		for _, l := range labels {
+			if !strings.Contains(series, l) {
+				continue next
+			}
 		}
 		total, found = total+v, true
 	}
 	if !found {
-		return 0, fmt.Errorf("no series %s{%s}", name, label)
+		return 0, fmt.Errorf("no series %s%v", name, labels)
 	}
 	return total, nil
+}
+
+// MustScrape is Scrape failing the test on an error.
+func MustScrape(t testing.TB, url string) Metrics {
+	t.Helper()
+	m, err := Scrape(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// MustSum is Sum failing the test when no series matches.
+func (m Metrics) MustSum(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
+	v, err := m.Sum(name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
