@@ -75,6 +75,7 @@ type outcome struct {
 	acked, lost, duplicated int
 	invented, unknownSeen   int
 	catchups                int // catch-up executors the master started
+	execMissed              int // executor faults that found none running
 	wall                    time.Duration
 }
 
@@ -97,6 +98,7 @@ func TestChaos(t *testing.T) {
 			}
 			total.fired += o.fired
 			total.catchups += o.catchups
+			total.execMissed += o.execMissed
 			total.acked += o.acked
 			total.lost += o.lost
 			total.duplicated += o.duplicated
@@ -106,8 +108,8 @@ func TestChaos(t *testing.T) {
 			}
 		})
 	}
-	fmt.Printf("chaos: runs=%d failed=%d faults=%d (%s) io-fired=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d wall=%s\n",
-		cfg.runs, failed, sum(total.faults), breakdown(total.faults), total.fired, total.catchups, total.acked, total.lost, total.duplicated,
+	fmt.Printf("chaos: runs=%d failed=%d faults=%d (%s) io-fired=%d executor-faults-without-executor=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d wall=%s\n",
+		cfg.runs, failed, sum(total.faults), breakdown(total.faults), total.fired, total.execMissed, total.catchups, total.acked, total.lost, total.duplicated,
 		total.invented, time.Since(start).Round(time.Second))
 }
 
@@ -138,6 +140,7 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 	for _, f := range sched {
 		o.faults[f.Kind]++
 	}
+	t.Logf("schedule of seed %d:\n%s", seed, formatSchedule(sched))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var s *system
@@ -198,9 +201,9 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 		}
 	}
 	o.wall = time.Since(start)
-	o.catchups = s.catchups()
-	fmt.Printf("seed=%d faults=%d (%s) io-fired=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d unknown-published=%d wall=%s\n",
-		seed, len(sched), breakdown(o.faults), o.fired, o.catchups, o.acked, o.lost, o.duplicated, o.invented, unknown, o.wall.Round(100*time.Millisecond))
+	o.catchups, o.execMissed = s.catchups(), s.execMissed
+	fmt.Printf("seed=%d faults=%d (%s) io-fired=%d executor-faults-without-executor=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d unknown-published=%d wall=%s\n",
+		seed, len(sched), breakdown(o.faults), o.fired, o.execMissed, o.catchups, o.acked, o.lost, o.duplicated, o.invented, unknown, o.wall.Round(100*time.Millisecond))
 	return o
 }
 

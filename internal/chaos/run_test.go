@@ -1,9 +1,15 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -100,6 +106,9 @@ func (s *system) apply(ev event) (*proc.Proc, error) {
 		return s.walctl.Start(s.t, "publish-"+f.Target, env, "--data-dir", s.procDir("publish"),
 			"publish", "--table", f.Target, "--output", "json"), nil
 	}
+	if f.Kind == KillExec || f.Kind == StopExec {
+		return nil, s.signalExecutor(ev)
+	}
 	m := s.members[f.Target]
 	switch {
 	case f.Kind == StopWorker || f.Kind == StopWAL || f.Kind == StopEtcd || f.Kind == StopMaster:
@@ -137,6 +146,10 @@ func (s *system) quiesce(due []event) ([]string, error) {
 			}
 		}
 	}
+	for _, pid := range s.execStopped {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	s.execStopped = nil
 	for _, name := range s.order {
 		m := s.members[name]
 		if m.stopped {
@@ -227,4 +240,66 @@ func (s *system) waitPublished(l *load, d time.Duration) []string {
 		}
 	}
 	return behind
+}
+
+// signalExecutor applies an executor fault to a running `catchup run`
+// (a child of the master, or one orphaned by a killed master: both stay in
+// the master's process group). With none running the fault is a no-op,
+// counted apart.
+func (s *system) signalExecutor(ev event) error {
+	if ev.recover {
+		for _, pid := range s.execStopped {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+		s.execStopped = nil
+		return nil
+	}
+	// Executors come and go: wait up to 2 s for one.
+	var execs []int
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if execs = executors(s.members["master"].p.Pid()); len(execs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.execMissed++
+			return nil
+		}
+	}
+	pid := execs[0]
+	if ev.f.Kind == KillExec {
+		return ignoreGone(syscall.Kill(pid, syscall.SIGKILL))
+	}
+	s.execStopped = append(s.execStopped, pid)
+	return ignoreGone(syscall.Kill(pid, syscall.SIGSTOP))
+}
+
+func ignoreGone(err error) error {
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// executors lists the live processes of process group pgid other than its
+// leader: the master's executors.
+func executors(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid pgrp …"
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -14,23 +14,25 @@ import (
 // Fault kinds. A schedule is a list of faults drawn from a seed; the same
 // seed draws the same schedule (the processes' timing still varies).
 const (
-	KillWorker  = "kill-worker"  // SIGKILL a worker, restart it after the hold
-	StopWorker  = "stop-worker"  // SIGSTOP a worker past the claim TTL, then SIGCONT
-	KillWAL     = "kill-wal"     // SIGKILL the WAL server, restart it
-	StopWAL     = "stop-wal"     // SIGSTOP the WAL server, then SIGCONT
-	KillEtcd    = "restart-etcd" // SIGKILL etcd, restart it on its data dir
-	StopEtcd    = "stop-etcd"    // SIGSTOP etcd past the claim TTL, then SIGCONT
-	KillMaster  = "kill-master"  // SIGKILL the master (its executors live on), restart it
-	StopMaster  = "stop-master"  // SIGSTOP the master, then SIGCONT
-	IOWorker    = "io-worker"    // restart a worker with an injected I/O or publication error
-	IOWAL       = "io-wal"       // restart the WAL server with an injected I/O error
-	Publish     = "publish"      // a one-shot `walctl publish` racing the workers
-	PublishKill = "publish-kill" // the same, SIGKILLed at a publication point
+	KillWorker  = "kill-worker"   // SIGKILL a worker, restart it after the hold
+	StopWorker  = "stop-worker"   // SIGSTOP a worker past the claim TTL, then SIGCONT
+	KillWAL     = "kill-wal"      // SIGKILL the WAL server, restart it
+	StopWAL     = "stop-wal"      // SIGSTOP the WAL server, then SIGCONT
+	KillEtcd    = "restart-etcd"  // SIGKILL etcd, restart it on its data dir
+	StopEtcd    = "stop-etcd"     // SIGSTOP etcd past the claim TTL, then SIGCONT
+	KillMaster  = "kill-master"   // SIGKILL the master (its executors live on), restart it
+	StopMaster  = "stop-master"   // SIGSTOP the master, then SIGCONT
+	KillExec    = "kill-executor" // SIGKILL a running `catchup run` executor, if any
+	StopExec    = "stop-executor" // SIGSTOP it past the claim TTL, then SIGCONT
+	IOWorker    = "io-worker"     // restart a worker with an injected I/O or publication error
+	IOWAL       = "io-wal"        // restart the WAL server with an injected I/O error
+	Publish     = "publish"       // a one-shot `walctl publish` racing the workers
+	PublishKill = "publish-kill"  // the same, SIGKILLed at a publication point
 )
 
 // Kinds are every fault kind, in the order the summary lists them.
 var Kinds = []string{KillWorker, StopWorker, KillWAL, StopWAL, KillEtcd, StopEtcd, KillMaster, StopMaster,
-	IOWorker, IOWAL, Publish, PublishKill}
+	KillExec, StopExec, IOWorker, IOWAL, Publish, PublishKill}
 
 // workerFailpoints are the injected errors of io-worker: EIO/ENOSPC at the
 // durable sites, and errors at the publication points (before the link, an
@@ -120,6 +122,10 @@ func draw(rng *rand.Rand, kind string, workers int, dur func(lo, hi time.Duratio
 		return fault{Kind: kind, Target: "master", Hold: dur(100*time.Millisecond, 2*time.Second)}
 	case StopMaster:
 		return fault{Kind: kind, Target: "master", Hold: dur(500*time.Millisecond, 3*time.Second)}
+	case KillExec:
+		return fault{Kind: kind, Target: "executor"}
+	case StopExec:
+		return fault{Kind: kind, Target: "executor", Hold: pastTTL()}
 	case IOWorker:
 		return fault{Kind: kind, Target: worker, Hold: dur(2*time.Second, 4*time.Second), Spec: workerFailpoints[rng.IntN(len(workerFailpoints))]}
 	case IOWAL:

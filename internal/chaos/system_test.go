@@ -23,7 +23,14 @@ const (
 	masterToken    = "chaos"
 )
 
-var tables = []string{"t1", "t2"}
+// Tables: the workers publish t1 and t2; the master owns t2 and t3 for
+// catch-up, so t2 sees workers and executors compete and t3 (no worker) is
+// published by executors and one-shot publishers only.
+var (
+	tables       = []string{"t1", "t2", "t3"}
+	workerTables = "t1,t2"
+	ownedTargets = "t2,t3"
+)
 
 const schemaSpec = `[{"name": "id", "type": "int64"}, {"name": "body", "type": "utf8", "nullable": true}]`
 
@@ -57,6 +64,10 @@ type system struct {
 	members  map[string]*member
 	order    []string // member names, in start order
 	notes    []string // what the supervisor had to repair
+	// execStopped are executors stopped by stop-executor; execMissed counts
+	// executor faults that found none running.
+	execStopped []int
+	execMissed  int
 }
 
 func newSystem(t *testing.T, ctx context.Context, workers int) *system {
@@ -134,7 +145,9 @@ func (s *system) tablePath(table string) string { return filepath.Join(s.lance, 
 func (s *system) restart(name, fp string) error {
 	m := s.members[name]
 	if m.p != nil {
-		m.p.KillGroup()
+		// The process alone: a killed master's executors live on (as Jobs
+		// outlive a master); the test's cleanup ends every group.
+		m.p.Kill()
 		m.logs = append(m.logs, m.p.Stderr())
 		if m.failpoints != "" && injected(m.p.Stderr()) {
 			m.fired++
@@ -209,15 +222,15 @@ func (s *system) startWAL(env []string) (*proc.Proc, error) {
 
 func (s *system) startWorker(name string, env []string) *proc.Proc {
 	return s.walctl.Start(s.t, name, env, "--data-dir", s.procDir(name), "worker", "run",
-		"--tables", strings.Join(tables, ","), "--poll-interval", "100ms", "--slice-rounds", "2", "--idle-release-rounds", "2")
+		"--tables", workerTables, "--poll-interval", "100ms", "--slice-rounds", "2", "--idle-release-rounds", "2")
 }
 
-// startMaster starts the master with the local runner; it owns t2 and
-// admits a catch-up of it at 3 pending generations.
+// startMaster starts the master with the local runner; it admits a
+// catch-up of an owned target at 3 pending generations.
 func (s *system) startMaster(env []string) (*proc.Proc, error) {
 	env = append([]string{"WALCTL_MASTER_TOKEN=" + masterToken, "WALCTL_MASTER_LOCAL_GRACE=1s",
 		"WALCTL_CATCHUP_BACKOFF_MIN=1s", "WALCTL_CATCHUP_BACKOFF_MAX=2s"}, env...)
 	return s.walctl.Start(s.t, "master", env, "--data-dir", s.procDir("master"), "master", "run",
-		"--listen", "127.0.0.1:0", "--enabled", "--owned-targets", "t2", "--threshold-generations", "3",
+		"--listen", "127.0.0.1:0", "--enabled", "--owned-targets", ownedTargets, "--threshold-generations", "3",
 		"--batch-generations", "2", "--scan-interval", "1s", "--observe-interval", "1s"), nil
 }
