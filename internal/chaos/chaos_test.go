@@ -74,6 +74,7 @@ type outcome struct {
 	fired                   int // injected I/O errors that the process reported
 	acked, lost, duplicated int
 	invented, unknownSeen   int
+	unverified              int // ACKed ids of tables the official reader could not read
 	catchups                int // catch-up executors the master started
 	execMissed              int // executor faults that found none running
 	wall                    time.Duration
@@ -103,14 +104,15 @@ func TestChaos(t *testing.T) {
 			total.lost += o.lost
 			total.duplicated += o.duplicated
 			total.invented += o.invented
+			total.unverified += o.unverified
 			if t.Failed() {
 				failed++
 			}
 		})
 	}
-	fmt.Printf("chaos: runs=%d failed=%d faults=%d (%s) io-fired=%d executor-faults-without-executor=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d wall=%s\n",
+	fmt.Printf("chaos: runs=%d failed=%d faults=%d (%s) io-fired=%d executor-faults-without-executor=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d unverified=%d wall=%s\n",
 		cfg.runs, failed, sum(total.faults), breakdown(total.faults), total.fired, total.execMissed, total.catchups, total.acked, total.lost, total.duplicated,
-		total.invented, time.Since(start).Round(time.Second))
+		total.invented, total.unverified, time.Since(start).Round(time.Second))
 }
 
 func sum(m map[string]int) int {
@@ -196,14 +198,17 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 		o.duplicated += c.duplicated
 		o.invented += len(c.invented)
 		unknown += c.unknownSeen
+		if c.unverified {
+			o.unverified += c.acked
+		}
 		for _, p := range c.problems {
 			t.Errorf("%s: %s", table, p)
 		}
 	}
 	o.wall = time.Since(start)
 	o.catchups, o.execMissed = s.catchups(), s.execMissed
-	fmt.Printf("seed=%d faults=%d (%s) io-fired=%d executor-faults-without-executor=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d unknown-published=%d wall=%s\n",
-		seed, len(sched), breakdown(o.faults), o.fired, o.execMissed, o.catchups, o.acked, o.lost, o.duplicated, o.invented, unknown, o.wall.Round(100*time.Millisecond))
+	fmt.Printf("seed=%d faults=%d (%s) io-fired=%d executor-faults-without-executor=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d unverified=%d unknown-published=%d wall=%s\n",
+		seed, len(sched), breakdown(o.faults), o.fired, o.execMissed, o.catchups, o.acked, o.lost, o.duplicated, o.invented, o.unverified, unknown, o.wall.Round(100*time.Millisecond))
 	return o
 }
 

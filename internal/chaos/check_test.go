@@ -15,6 +15,7 @@ import (
 // tableCheck is the end-of-run check of one table.
 type tableCheck struct {
 	acked, rows, unknownSeen int
+	unverified               bool // the official reader could not read the table
 	lost, duplicated         int
 	invented                 []int64 // ids in the table never appended
 	problems                 []string
@@ -29,6 +30,7 @@ func (s *system) check(table string, tl *tableLoad) tableCheck {
 	ids, err := exactlyonce.OracleIDs(s.ctx, s.tablePath(table))
 	if err != nil {
 		c.problems = append(c.problems, fmt.Sprintf("official reader: %v", err))
+		c.unverified = true
 		return c
 	}
 	rep := exactlyonce.Check(ids, acked)
