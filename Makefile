@@ -26,7 +26,7 @@ build:
 ## the official LanceDB reader), testscripts, staleness and release checks.
 test: deps lint unit release-check
 
-unit: oracle kube-apiserver
+unit: oracle kube-apiserver etcd
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint: vet fmt-check
@@ -51,6 +51,33 @@ kube-apiserver: $(KUBE_APISERVER)
 
 $(KUBE_APISERVER): hack/kube-apiserver/go.mod hack/kube-apiserver/go.sum hack/kube-apiserver/tools.go
 	cd hack/kube-apiserver && $(GO) build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver
+
+## etcd: a real etcd server (the version of walctl's go.mod) as a process, for
+## the fault harness internal/chaos, which kills, pauses and restarts it.
+## Built from Go modules by the tools module hack/etcd (`go install` of the
+## etcd server is refused because of its replace directives).
+.PHONY: etcd chaos
+ETCD := $(BIN)/etcd
+
+etcd: $(ETCD)
+
+$(ETCD): hack/etcd/go.mod hack/etcd/go.sum hack/etcd/main.go
+	cd hack/etcd && $(GO) build -o $(ETCD) .
+
+## chaos: randomized, seeded fault schedules against real processes (etcd,
+## wal serve, workers, master with catch-up executors, one-shot publish):
+## SIGKILL, SIGSTOP past the claim TTL, etcd and WAL restarts, injected I/O
+## errors. One line per run; a failed run prints its seed and schedule.
+##   make chaos RUNS=100      a hundred runs (the default)
+##   make chaos SEED=1234     replay one run
+##   make chaos EXCLUDE=k,…   leave fault kinds out
+## `make test` runs a short schedule (3 runs) of the same test.
+CHAOS_ENV = $(if $(SEED),WALCTL_CHAOS_SEED=$(SEED)) \
+	$(if $(RUNS),WALCTL_CHAOS_RUNS=$(RUNS),$(if $(SEED),,WALCTL_CHAOS_RUNS=100)) \
+	$(if $(EXCLUDE),WALCTL_CHAOS_EXCLUDE=$(EXCLUDE))
+
+chaos: oracle etcd
+	$(CHAOS_ENV) $(GO) test -count=1 -v -timeout 6h -run TestChaos ./internal/chaos
 
 ## oracle: the official LanceDB Node package, pinned by package-lock.json.
 oracle: $(ORACLE)/node_modules/.installed

@@ -22,7 +22,7 @@ func TestCancelMidRunThenTakeover(t *testing.T) {
 	f := setup(t, []string{failpoint.EnvSpec + "=" + failpoint.AfterWALEpochCheck + "=pause*1", failpoint.EnvDir + "=" + fpDir})
 	n := f.n
 	for i := 0; i < 40; i++ {
-		if err := f.prod.append(n.ctx, i%2, 1000); err != nil {
+		if err := f.prod.Append(n.ctx, i%2, 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,7 +35,7 @@ func TestCancelMidRunThenTakeover(t *testing.T) {
 	}
 	// The executor has prepared and recorded its first batch and waits
 	// before committing it.
-	n.waitFile(f.master, filepath.Join(fpDir, failpoint.AfterWALEpochCheck+".paused"))
+	f.master.WaitFile(filepath.Join(fpDir, failpoint.AfterWALEpochCheck+".paused"))
 	var st catchup.Status
 	if code := n.api(f.base, http.MethodGet, "/api/v1/catchup?target=big", nil, &st); code != http.StatusOK ||
 		st.Progress == nil || st.Progress.Seq != 1 || !st.Progress.AdmissionOpen {

@@ -15,8 +15,9 @@ import (
 
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/executor"
-	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/walflight"
+	"github.com/walctl/walctl/internal/testutil/exactlyonce"
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 const schema = `[{"name": "id", "type": "int64"}, {"name": "body", "type": "utf8", "nullable": true}]`
@@ -33,7 +34,7 @@ func TestCatchUpLargeBacklogWithLiveProducer(t *testing.T) {
 
 	// The backlog: ~24 MiB in 1 MiB generations over two shards.
 	for i := 0; i < 120; i++ {
-		if err := prod.append(n.ctx, i%2, 1000); err != nil {
+		if err := prod.Append(n.ctx, i%2, 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,7 +49,7 @@ func TestCatchUpLargeBacklogWithLiveProducer(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; !stopped.Load(); i++ {
-			if err := prod.append(n.ctx, i%2, 200); err != nil {
+			if err := prod.Append(n.ctx, i%2, 200); err != nil {
 				liveErr.Store(&err)
 				return
 			}
@@ -57,12 +58,12 @@ func TestCatchUpLargeBacklogWithLiveProducer(t *testing.T) {
 	}()
 	defer func() { stopLive(); wg.Wait() }()
 
-	for len(prod.snapshot()) < 122000 && liveErr.Load() == nil && n.ctx.Err() == nil {
+	for len(prod.Acked.Snapshot()) < 122000 && liveErr.Load() == nil && n.ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond) // let the live producer get going
 	}
 
 	// t0: everything ACKed so far is sealed, then scanned and submitted.
-	ackedAtT0 := prod.snapshot()
+	ackedAtT0 := prod.Acked.Snapshot()
 	f.sealAll()
 	n.run("backlog", "scan", "--output", "json")
 	var a catchup.Admission
@@ -77,7 +78,7 @@ func TestCatchUpLargeBacklogWithLiveProducer(t *testing.T) {
 	// t1: the Job has ended and its slot is released.
 	st, maxSeq := waitFinished(t, n, base, "big")
 	if st.Outcome == nil || *st.Outcome != catchup.OutcomeSuccess {
-		t.Fatalf("catch-up outcome %v (%v), want success; master stderr:\n%s", st.Outcome, st.OutcomeDetail, master.stderr.String())
+		t.Fatalf("catch-up outcome %v (%v), want success; master stderr:\n%s", st.Outcome, st.OutcomeDetail, master.Stderr())
 	}
 	if st.JobID == nil || *st.JobID != *a.JobID || st.JobUID == nil {
 		t.Fatalf("status names job %v uid %v, want %s", st.JobID, st.JobUID, *a.JobID)
@@ -116,20 +117,19 @@ func TestCatchUpLargeBacklogWithLiveProducer(t *testing.T) {
 	n.run("publish", "--table", "big", "--all", "--output", "json")
 	t.Logf("end: %d ACKed records, each published exactly once (official reader)", f.exactlyOnce())
 
-	master.signal(syscall.SIGTERM)
-	<-master.done
-	if code := master.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("master exited %d after SIGTERM; stderr:\n%s", code, master.stderr.String())
+	master.Signal(syscall.SIGTERM)
+	if r := master.Wait(); r.Code != 0 {
+		t.Fatalf("master exited %d after SIGTERM: %s", r.Code, r)
 	}
 }
 
 // fleet is one node with a master, the WAL client and a producer.
 type fleet struct {
 	n      *node
-	master *proc
+	master *proc.Proc
 	base   string
 	w      *walflight.Client
-	prod   *producer
+	prod   *exactlyonce.Producer
 }
 
 // setup creates table big (two shards) and starts the master with
@@ -144,8 +144,8 @@ func setup(t *testing.T, masterEnv []string) fleet {
 	n.run("table", "create", "big", "--schema", filepath.Join(n.dir, "schema.json"), "--shards", "2")
 	master := n.startEnv("master", masterEnv, "master", "run", "--listen", "127.0.0.1:0", "--enabled", "--owned-targets", "big",
 		"--threshold-generations", "4", "--batch-generations", "4", "--scan-interval", "1h", "--observe-interval", "1s")
-	base := n.waitFile(master, filepath.Join(n.dataDir(), "master", "ENDPOINT"))
-	walAddr := n.waitFile(master, filepath.Join(n.dataDir(), "wal", "ENDPOINT"))
+	base := master.WaitFile(filepath.Join(n.dataDir(), "master", "ENDPOINT"))
+	walAddr := master.WaitFile(filepath.Join(n.dataDir(), "wal", "ENDPOINT"))
 	w, err := walflight.Dial(n.ctx, walAddr, walflight.ClientOptions{Conns: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -155,12 +155,12 @@ func setup(t *testing.T, masterEnv []string) fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, err := synth.New(info.Schema, 7)
+	prod, err := exactlyonce.NewProducer(w, "big", info.Schema, 7, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen.StringBytes = 200
-	return fleet{n: n, master: master, base: base, w: w, prod: &producer{w: w, table: "big", gen: gen, acked: map[int64]bool{}}}
+	prod.Gen.StringBytes = 200
+	return fleet{n: n, master: master, base: base, w: w, prod: prod}
 }
 
 // sealAll seals both shards' open generations.
@@ -176,15 +176,13 @@ func (f fleet) sealAll() {
 // exactlyOnce requires every ACKed id published exactly once, nothing else.
 func (f fleet) exactlyOnce() int {
 	f.n.t.Helper()
-	final := f.n.publishedIDs("big")
-	acked := f.prod.snapshot()
-	for id := range acked {
-		if final[id] != 1 {
-			f.n.t.Fatalf("ACKed id %d published %d times", id, final[id])
-		}
+	ids, err := exactlyonce.OracleIDs(f.n.ctx, f.n.tablePath("big"))
+	if err != nil {
+		f.n.t.Fatal(err)
 	}
-	if len(final) != len(acked) {
-		f.n.t.Fatalf("%d ids published, %d ACKed", len(final), len(acked))
+	acked := f.prod.Acked.Snapshot()
+	if err := exactlyonce.Check(ids, acked).Err(); err != nil {
+		f.n.t.Fatalf("table big (official reader): %v", err)
 	}
 	return len(acked)
 }

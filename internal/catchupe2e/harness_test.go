@@ -4,25 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-
-	"github.com/walctl/walctl/internal/core/lance/oracle"
-	"github.com/walctl/walctl/internal/core/synth"
-	"github.com/walctl/walctl/internal/core/walflight"
-	"github.com/walctl/walctl/internal/testutil/walctlbin"
+	"github.com/walctl/walctl/internal/testutil/exactlyonce"
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 const (
@@ -35,10 +25,10 @@ const (
 // the test runs on it (the master holds the embedded etcd and the WAL;
 // others reach them through the addresses it publishes there).
 type node struct {
-	t   *testing.T
-	ctx context.Context
-	dir string
-	env []string
+	t     *testing.T
+	ctx   context.Context
+	dir   string
+	procs *proc.Runner
 }
 
 func newNode(t *testing.T, env ...string) *node {
@@ -46,15 +36,10 @@ func newNode(t *testing.T, env ...string) *node {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	var clean []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "WALCTL_") && !strings.HasPrefix(kv, "XDG_") {
-			clean = append(clean, kv)
-		}
-	}
-	clean = append(clean, "XDG_CONFIG_HOME="+filepath.Join(dir, "xdg"), "WALCTL_DATA_DIR="+filepath.Join(dir, "data"),
-		"WALCTL_MASTER_TOKEN="+token)
-	return &node{t: t, ctx: ctx, dir: dir, env: append(clean, env...)}
+	procs := proc.NewRunner(walctlBin, dir, append([]string{"WALCTL_DATA_DIR=" + filepath.Join(dir, "data"),
+		"WALCTL_MASTER_TOKEN=" + token}, env...)...)
+	procs.WaitTimeout = waitTimeout
+	return &node{t: t, ctx: ctx, dir: dir, procs: procs}
 }
 
 func (n *node) dataDir() string { return filepath.Join(n.dir, "data") }
@@ -62,75 +47,20 @@ func (n *node) tablePath(table string) string {
 	return filepath.Join(n.dataDir(), "tables", table+".lance")
 }
 
-// proc is one walctl process.
-type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	stdout bytes.Buffer
-	stderr walctlbin.SyncBuffer
-	done   chan struct{}
-}
-
-func (n *node) start(name string, args ...string) *proc {
-	n.t.Helper()
-	return n.startEnv(name, nil, args...)
-}
-
 // startEnv starts walctl with env added to the node's environment.
-func (n *node) startEnv(name string, env []string, args ...string) *proc {
+func (n *node) startEnv(name string, env []string, args ...string) *proc.Proc {
 	n.t.Helper()
-	p := &proc{name: name, cmd: exec.Command(walctlBin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(append([]string{}, n.env...), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	n.t.Cleanup(func() { p.signal(syscall.SIGKILL) })
-	return p
+	return n.procs.Start(n.t, name, env, args...)
 }
 
 // run runs walctl to completion and requires exit 0; it returns stdout.
 func (n *node) run(args ...string) string {
 	n.t.Helper()
-	p := n.start(args[0], args...)
-	select {
-	case <-p.done:
-	case <-time.After(waitTimeout):
-		n.t.Fatalf("walctl %s did not end; stderr:\n%s", strings.Join(args, " "), p.stderr.String())
+	r := n.procs.Run(n.t, args[0], nil, args...)
+	if r.Code != 0 {
+		n.t.Fatalf("walctl %s: %s", strings.Join(args, " "), r)
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		n.t.Fatalf("walctl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, p.stdout.String(), p.stderr.String())
-	}
-	return p.stdout.String()
-}
-
-func (p *proc) signal(sig syscall.Signal) {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(sig)
-	}
-}
-
-// waitFile waits for path to have content and returns it trimmed.
-func (n *node) waitFile(p *proc, path string) string {
-	n.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
-			return string(bytes.TrimSpace(b))
-		}
-		select {
-		case <-p.done:
-			n.t.Fatalf("%s ended before writing %s; stderr:\n%s", p.name, path, p.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("%s did not appear; stderr:\n%s", path, p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return r.Stdout
 }
 
 // api sends one request to the master API and decodes the answer.
@@ -166,64 +96,13 @@ func (n *node) api(base, method, path string, body, out any) int {
 	return resp.StatusCode
 }
 
-// producer appends synthetic batches through the WAL's Flight API and
-// records every ACKed id.
-type producer struct {
-	w     *walflight.Client
-	table string
-	gen   *synth.Generator
-	mu    sync.Mutex
-	acked map[int64]bool
-}
-
-func (p *producer) append(ctx context.Context, shard, rows int) error {
-	b := p.gen.Batch(rows)
-	defer b.Release()
-	if _, err := p.w.Append(ctx, p.table, shard, b); err != nil {
-		return fmt.Errorf("append to %s shard %d: %w", p.table, shard, err)
-	}
-	ids := b.Column(b.Schema().FieldIndices("id")[0]).(*array.Int64)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i := 0; i < ids.Len(); i++ {
-		p.acked[ids.Value(i)] = true
-	}
-	return nil
-}
-
-// snapshot copies the ids ACKed so far.
-func (p *producer) snapshot() map[int64]bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[int64]bool, len(p.acked))
-	for id := range p.acked {
-		out[id] = true
-	}
-	return out
-}
-
 // publishedIDs counts every id of the table's latest version as the
 // official LanceDB reader sees it.
 func (n *node) publishedIDs(table string) map[int64]int {
 	n.t.Helper()
-	d, err := oracle.MustFind(n.t).Dump(n.ctx, n.tablePath(table), oracle.DumpOptions{Columns: []string{"id"}})
+	ids, err := exactlyonce.OracleIDs(n.ctx, n.tablePath(table))
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	seen := make(map[int64]int, len(d.Columns["id"]))
-	for _, raw := range d.Columns["id"] {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			n.t.Fatalf("id %s: %v", raw, err)
-		}
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			n.t.Fatalf("id %q: %v", s, err)
-		}
-		seen[id]++
-	}
-	if d.CountRows != len(d.Columns["id"]) {
-		n.t.Fatalf("official reader: count_rows %d, %d ids scanned", d.CountRows, len(d.Columns["id"]))
-	}
-	return seen
+	return exactlyonce.Count(ids)
 }

@@ -29,9 +29,9 @@ func TestAbandonedClaimTakenOverOnlyAfterTTLExpiry(t *testing.T) {
 
 	v := c.dataCommitVersion("orders")
 	a := c.walctl("A-publish", append(fp(at(failpoint.BeforeManifestLink, "pause", v)), ttlEnv), "publish", "--table", "orders")
-	a.waitPaused(failpoint.BeforeManifestLink)
+	a.WaitPaused(failpoint.BeforeManifestLink)
 	epochA := c.walEpoch("orders")
-	a.signal(syscall.SIGSTOP)
+	a.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
 
 	// What etcd has left of A's lease, read after the stop: no renewal can
@@ -39,8 +39,8 @@ func TestAbandonedClaimTakenOverOnlyAfterTTLExpiry(t *testing.T) {
 	r := c.run("inspect", nil, "claim", "inspect", "orders")
 	expect(t, "claim inspect", r, exitOK)
 	var claims []coord.ClaimInfo
-	if err := json.Unmarshal([]byte(r.stdout), &claims); err != nil || len(claims) != 1 {
-		t.Fatalf("claim inspect: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &claims); err != nil || len(claims) != 1 {
+		t.Fatalf("claim inspect: %v\n%s", err, r.Stdout)
 	}
 	if claims[0].LeaseTTL != claimTTL {
 		t.Fatalf("A's lease TTL is %s, want %s", claims[0].LeaseTTL, claimTTL)
@@ -53,7 +53,7 @@ func TestAbandonedClaimTakenOverOnlyAfterTTLExpiry(t *testing.T) {
 	// While the lease lives, the successor is refused.
 	r = c.run("B-refused", []string{ttlEnv}, "publish", "--table", "orders", "--all")
 	expect(t, "B while A's lease lives", r, exitConflict)
-	if !strings.Contains(r.stderr, "claimed by another holder") {
+	if !strings.Contains(r.Stderr, "claimed by another holder") {
 		t.Fatalf("B refused for another reason: %s", r)
 	}
 	refusedAt := time.Since(stopped)
@@ -65,7 +65,7 @@ func TestAbandonedClaimTakenOverOnlyAfterTTLExpiry(t *testing.T) {
 	r = c.run("B-publish", []string{ttlEnv}, "publish", "--table", "orders", "--all")
 	expect(t, "B after A's lease expired", r, exitOK)
 	if len(parseSummary(t, r).published()) == 0 {
-		t.Fatalf("B published nothing: %s", r.stdout)
+		t.Fatalf("B published nothing: %s", r.Stdout)
 	}
 	t.Logf("B refused %s after A stopped, took over %s after it (etcd had %s left of A's %s lease at the stop)",
 		refusedAt.Round(time.Millisecond), tookOver.Round(time.Millisecond), ttlLeft, claimTTL)
@@ -75,11 +75,11 @@ func TestAbandonedClaimTakenOverOnlyAfterTTLExpiry(t *testing.T) {
 	latest := c.latestVersion("orders")
 	p.exactlyOnce()
 
-	a.signal(syscall.SIGCONT)
-	a.resume(failpoint.BeforeManifestLink)
-	ra := a.wait()
+	a.Signal(syscall.SIGCONT)
+	a.Resume(failpoint.BeforeManifestLink)
+	ra := a.Wait()
 	expect(t, "old owner A, continued and resumed", ra, exitConflict)
-	t.Logf("fenced A: %s", lastLine(ra.stderr))
+	t.Logf("fenced A: %s", lastLine(ra.Stderr))
 	if l := c.latestVersion("orders"); l != latest {
 		t.Fatalf("A changed the table: latest %d, was %d", l, latest)
 	}

@@ -25,9 +25,9 @@ func TestBadInput(t *testing.T) {
 		for _, verb := range []string{"publish", "prepare"} {
 			r := c.run(verb, nil, verb, "--table", "nope")
 			expect(t, verb+" --table nope", r, exitNotFound)
-			t.Logf("%s: %s", verb, lastLine(r.stderr))
-			if !strings.Contains(r.stderr, `"nope"`) && !strings.Contains(r.stderr, " nope") {
-				t.Fatalf("%s does not name the table: %s", verb, r.stderr)
+			t.Logf("%s: %s", verb, lastLine(r.Stderr))
+			if !strings.Contains(r.Stderr, `"nope"`) && !strings.Contains(r.Stderr, " nope") {
+				t.Fatalf("%s does not name the table: %s", verb, r.Stderr)
 			}
 		}
 		if m, err := filepath.Glob(filepath.Join(c.lance, "nope*")); err != nil || len(m) != 0 {
@@ -47,12 +47,12 @@ func TestBadInput(t *testing.T) {
 		for _, table := range []string{"orders", "fresh"} {
 			for _, verb := range []string{"publish", "prepare"} {
 				args := append(c.globalArgs("127.0.0.1:1"), "--command-timeout", "2s", verb, "--table", table)
-				r := c.start(verb, nil, args...).wait()
+				r := c.start(verb, nil, args...).Wait()
 				expect(t, verb+" "+table+" with etcd down", r, exitUnavailable)
-				if !strings.Contains(r.stderr, "127.0.0.1:1") {
-					t.Fatalf("%s does not name the unreachable etcd: %s", verb, r.stderr)
+				if !strings.Contains(r.Stderr, "127.0.0.1:1") {
+					t.Fatalf("%s does not name the unreachable etcd: %s", verb, r.Stderr)
 				}
-				t.Logf("%s %s: %s", verb, table, lastLine(r.stderr))
+				t.Logf("%s %s: %s", verb, table, lastLine(r.Stderr))
 			}
 		}
 		if after := listTree(t, c.tablePath("orders")); !slices.Equal(before, after) {
@@ -74,12 +74,12 @@ func TestBadInput(t *testing.T) {
 	t.Run("two WAL servers on one data dir", func(t *testing.T) {
 		c := c.forT(t)
 		r := c.start("wal-serve-2", nil, "--data-dir", filepath.Join(c.dir, "walsrv"), "wal", "serve",
-			"--listen", "127.0.0.1:0", "--addr-file", filepath.Join(c.dir, "wal2.addr")).wait()
+			"--listen", "127.0.0.1:0", "--addr-file", filepath.Join(c.dir, "wal2.addr")).Wait()
 		expect(t, "second wal serve", r, exitConflict)
-		if !strings.Contains(r.stderr, "pid "+strconv.Itoa(c.walSrv.pid())) {
-			t.Fatalf("second wal serve does not name the holder's pid %d: %s", c.walSrv.pid(), r.stderr)
+		if !strings.Contains(r.Stderr, "pid "+strconv.Itoa(c.walSrv.Pid())) {
+			t.Fatalf("second wal serve does not name the holder's pid %d: %s", c.walSrv.Pid(), r.Stderr)
 		}
-		t.Logf("second wal serve: %s", lastLine(r.stderr))
+		t.Logf("second wal serve: %s", lastLine(r.Stderr))
 		// The first server is unharmed.
 		if _, err := c.wal.Tables(c.ctx); err != nil {
 			t.Fatalf("first WAL server after the refused second: %v", err)
@@ -91,9 +91,9 @@ func TestBadInput(t *testing.T) {
 		for _, table := range []string{"orders", "nope"} {
 			r := c.run("revoke", nil, "claim", "revoke", table)
 			expect(t, "claim revoke "+table, r, exitNotFound)
-			t.Logf("revoke %s: %s", table, lastLine(r.stderr))
-			if !strings.Contains(r.stderr, table) {
-				t.Fatalf("claim revoke does not name %s: %s", table, r.stderr)
+			t.Logf("revoke %s: %s", table, lastLine(r.Stderr))
+			if !strings.Contains(r.Stderr, table) {
+				t.Fatalf("claim revoke does not name %s: %s", table, r.Stderr)
 			}
 		}
 	})

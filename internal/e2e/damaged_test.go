@@ -91,7 +91,7 @@ func TestDamagedPreparedFilesAreNeverPublished(t *testing.T) {
 		p.generation(3, 40)
 		latest := c.latestVersion("orders")
 		a := c.walctl("A-publish", append(fp(failpoint.AfterDescriptorRecord+"=pause"), smallRounds...), "publish", "--table", "orders")
-		a.waitPaused(failpoint.AfterDescriptorRecord)
+		a.WaitPaused(failpoint.AfterDescriptorRecord)
 		plans := c.pinnedPlans("orders")
 		if len(plans) != 1 {
 			t.Fatalf("pinned plans: %v", plans)
@@ -112,10 +112,10 @@ func TestDamagedPreparedFilesAreNeverPublished(t *testing.T) {
 			}
 		}
 		c.damage("orders", files)
-		a.resume(failpoint.AfterDescriptorRecord)
-		ra := a.wait()
+		a.Resume(failpoint.AfterDescriptorRecord)
+		ra := a.Wait()
 		expect(t, "A after its files were damaged", ra, 6)
-		t.Logf("A: %s", lastLine(ra.stderr))
+		t.Logf("A: %s", lastLine(ra.Stderr))
 		if l := c.latestVersion("orders"); l != latest+1 { // its fence only
 			t.Fatalf("A committed with damaged files: latest %d, was %d", l, latest)
 		}
@@ -176,13 +176,13 @@ func TestRolledBackTableFailsPlanning(t *testing.T) {
 	p.generation(1, 30)
 	r = c.run("publish", nil, "publish", "--table", "orders", "--all")
 	expect(t, "publish on a rolled-back table", r, 6)
-	t.Logf("%s", lastLine(r.stderr))
+	t.Logf("%s", lastLine(r.Stderr))
 	for shard, trimmed := range last.Trimmed {
 		w := st.Watermarks[shard]
-		if w < trimmed && strings.Contains(r.stderr, "latest watermark "+strconv.FormatUint(w, 10)) &&
-			strings.Contains(r.stderr, "trimmed-through position "+strconv.FormatUint(trimmed, 10)) {
+		if w < trimmed && strings.Contains(r.Stderr, "latest watermark "+strconv.FormatUint(w, 10)) &&
+			strings.Contains(r.Stderr, "trimmed-through position "+strconv.FormatUint(trimmed, 10)) {
 			return // the refusal names both positions of a rolled-back shard
 		}
 	}
-	t.Fatalf("the refusal does not name a watermark %v below its trimmed position %v: %s", st.Watermarks, last.Trimmed, r.stderr)
+	t.Fatalf("the refusal does not name a watermark %v below its trimmed position %v: %s", st.Watermarks, last.Trimmed, r.Stderr)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 // fp is the WALCTL_FAILPOINTS entry of a process's environment.
@@ -132,14 +133,14 @@ func TestSeedRevokedPublisherFencedSuccessorReusesFiles(t *testing.T) {
 	expect(t, "A0 prepare", r, exitOK)
 	a0 := parseSummary(t, r)
 	if len(a0.Rounds) != 1 || a0.Rounds[0].Outcome != publish.OutcomePrepared || len(a0.Rounds[0].Files) == 0 {
-		t.Fatalf("A0 prepare: %s", r.stdout)
+		t.Fatalf("A0 prepare: %s", r.Stdout)
 	}
 	prepared := a0.Rounds[0]
 	files := c.statFiles("orders", prepared.Files)
 
 	v := c.dataCommitVersion("orders")
 	a := c.walctl("A-publish", fp(at(failpoint.BeforeManifestLink, "pause", v)), "publish", "--table", "orders")
-	a.waitPaused(failpoint.BeforeManifestLink)
+	a.WaitPaused(failpoint.BeforeManifestLink)
 	epochA := c.walEpoch("orders")
 	c.revoke("orders")
 
@@ -150,7 +151,7 @@ func TestSeedRevokedPublisherFencedSuccessorReusesFiles(t *testing.T) {
 		t.Fatalf("successor epoch %d, old owner's %d", b.Epoch, epochA)
 	}
 	if len(b.published()) != 1 || b.Rounds[0].Outcome != publish.OutcomePublished {
-		t.Fatalf("B should publish A0's plan in its first round, and only it: %s", r.stdout)
+		t.Fatalf("B should publish A0's plan in its first round, and only it: %s", r.Stdout)
 	}
 	got := b.Rounds[0]
 	if got.Plan != prepared.Plan || !got.Adopted || !got.Reused || got.Attempt != prepared.Attempt || !slices.Equal(got.Files, prepared.Files) {
@@ -164,11 +165,11 @@ func TestSeedRevokedPublisherFencedSuccessorReusesFiles(t *testing.T) {
 	}
 	latest := c.latestVersion("orders")
 
-	a.resume(failpoint.BeforeManifestLink)
-	ra := a.wait()
+	a.Resume(failpoint.BeforeManifestLink)
+	ra := a.Wait()
 	expect(t, "old owner A after resume", ra, exitConflict)
 	if l := c.latestVersion("orders"); l != latest {
-		t.Fatalf("fenced A changed the table: latest version %d, was %d\n%s", l, latest, ra.stderr)
+		t.Fatalf("fenced A changed the table: latest version %d, was %d\n%s", l, latest, ra.Stderr)
 	}
 	c.noDataAtEpoch("orders", epochA)
 	if e := c.tableEpoch("orders"); e != b.Epoch {
@@ -176,10 +177,10 @@ func TestSeedRevokedPublisherFencedSuccessorReusesFiles(t *testing.T) {
 	}
 	// Refused as fenced at its commit, not after taking B's publication of
 	// the same plan for its own and being stopped only by the WAL at trim.
-	if strings.Contains(ra.stderr, "trim") {
-		t.Fatalf("fenced A went on to trim:\n%s", ra.stderr)
+	if strings.Contains(ra.Stderr, "trim") {
+		t.Fatalf("fenced A went on to trim:\n%s", ra.Stderr)
 	}
-	t.Logf("fenced A: %s", lastLine(ra.stderr))
+	t.Logf("fenced A: %s", lastLine(ra.Stderr))
 	p.exactlyOnce()
 	p.allColumnsMatch()
 
@@ -189,19 +190,19 @@ func TestSeedRevokedPublisherFencedSuccessorReusesFiles(t *testing.T) {
 	p.generation(3, 40)
 	x := c.walctl("X-publish", nil, "publish", "--table", "orders", "--all")
 	y := c.walctl("Y-publish", nil, "publish", "--table", "orders", "--all")
-	rx, ry := x.wait(), y.wait()
-	for _, rr := range []result{rx, ry} {
-		if rr.code != exitOK && rr.code != exitConflict {
+	rx, ry := x.Wait(), y.Wait()
+	for _, rr := range []proc.Result{rx, ry} {
+		if rr.Code != exitOK && rr.Code != exitConflict {
 			t.Fatalf("competing publisher: %s", rr)
 		}
 	}
-	if rx.code != exitOK && ry.code != exitOK {
+	if rx.Code != exitOK && ry.Code != exitOK {
 		t.Fatalf("neither competing publisher succeeded:\n%s\n%s", rx, ry)
 	}
 	r = c.run("final-publish", nil, "publish", "--table", "orders", "--all")
 	expect(t, "final publish --all", r, exitOK)
 	if f := parseSummary(t, r); len(f.published()) != 0 {
-		t.Fatalf("competing publishers left work behind: %s", r.stdout)
+		t.Fatalf("competing publishers left work behind: %s", r.Stdout)
 	}
 	p.exactlyOnce()
 	p.allColumnsMatch()
@@ -252,7 +253,7 @@ func TestOldOwnerPausedAfterWALEpochCheckIsRefused(t *testing.T) {
 	p.generation(3, 50)
 
 	a := c.walctl("A-publish", fp(failpoint.AfterWALEpochCheck+"=pause"), "publish", "--table", "orders")
-	a.waitPaused(failpoint.AfterWALEpochCheck)
+	a.WaitPaused(failpoint.AfterWALEpochCheck)
 	epochA := c.walEpoch("orders")
 	plans := c.pinnedPlans("orders")
 	if len(plans) != 1 {
@@ -265,18 +266,18 @@ func TestOldOwnerPausedAfterWALEpochCheckIsRefused(t *testing.T) {
 	b := parseSummary(t, r)
 	pub := b.published()
 	if len(pub) != 1 || pub[0].Plan != plans[0] || !pub[0].Adopted || !pub[0].Reused {
-		t.Fatalf("B should adopt A's plan %s and reuse its files: %s", plans[0], r.stdout)
+		t.Fatalf("B should adopt A's plan %s and reuse its files: %s", plans[0], r.Stdout)
 	}
 	latest := c.latestVersion("orders")
 
-	a.resume(failpoint.AfterWALEpochCheck)
-	ra := a.wait()
+	a.Resume(failpoint.AfterWALEpochCheck)
+	ra := a.Wait()
 	expect(t, "old owner A after resume", ra, exitConflict)
 	if l := c.latestVersion("orders"); l != latest {
 		t.Fatalf("fenced A changed the table: latest %d, was %d", l, latest)
 	}
 	c.noDataAtEpoch("orders", epochA)
-	t.Logf("fenced A: %s", lastLine(ra.stderr))
+	t.Logf("fenced A: %s", lastLine(ra.Stderr))
 	if commits := c.dataCommitsOf("orders", plans[0]); len(commits) != 1 {
 		t.Fatalf("plan %s committed in versions %v", plans[0], commits)
 	}
@@ -300,7 +301,7 @@ func TestOldOwnersCommitLandsBeforeSuccessorsFence(t *testing.T) {
 	v := c.dataCommitVersion("orders")
 	a := c.walctl("A-publish", fp(at(failpoint.BeforeManifestLink, "pause", v), at(failpoint.AfterLinkBeforeDirSync, "pause", v)),
 		"publish", "--table", "orders")
-	a.waitPaused(failpoint.BeforeManifestLink)
+	a.WaitPaused(failpoint.BeforeManifestLink)
 	plans := c.pinnedPlans("orders")
 	if len(plans) != 1 {
 		t.Fatalf("pinned plans while A is paused: %v", plans)
@@ -311,7 +312,7 @@ func TestOldOwnersCommitLandsBeforeSuccessorsFence(t *testing.T) {
 	// More work arrives; B advances the WAL epoch and stops before fencing.
 	p.generation(2, 30)
 	b := c.walctl("B-publish", fp(failpoint.AfterEpochAdvance+"=pause"), "publish", "--table", "orders", "--all")
-	b.waitPaused(failpoint.AfterEpochAdvance)
+	b.WaitPaused(failpoint.AfterEpochAdvance)
 	epochA, epochB := c.walEpoch("orders")-1, c.walEpoch("orders")
 	// B has advanced the WAL epoch and not yet recorded it in its claim:
 	// it is the newer publisher, not one that can no longer commit.
@@ -323,14 +324,14 @@ func TestOldOwnersCommitLandsBeforeSuccessorsFence(t *testing.T) {
 	}
 
 	// A's commit lands: its epoch still equals the table's fence.
-	a.resume(failpoint.BeforeManifestLink)
-	a.waitPaused(failpoint.AfterLinkBeforeDirSync)
+	a.Resume(failpoint.BeforeManifestLink)
+	a.WaitPaused(failpoint.AfterLinkBeforeDirSync)
 	if commits := c.dataCommitsOf("orders", planA); len(commits) != 1 || commits[0] != v {
 		t.Fatalf("A's plan %s committed in versions %v, want [%d]", planA, commits, v)
 	}
 
-	b.resume(failpoint.AfterEpochAdvance)
-	rb := b.wait()
+	b.Resume(failpoint.AfterEpochAdvance)
+	rb := b.Wait()
 	expect(t, "B publish --all", rb, exitOK)
 	sb := parseSummary(t, rb)
 	if sb.Epoch != epochB {
@@ -339,30 +340,30 @@ func TestOldOwnersCommitLandsBeforeSuccessorsFence(t *testing.T) {
 	var rows uint64
 	for _, r := range sb.published() {
 		if r.Plan == planA {
-			t.Fatalf("B published A's plan again: %s", rb.stdout)
+			t.Fatalf("B published A's plan again: %s", rb.Stdout)
 		}
 		rows += r.Rows
 	}
 	if want := uint64(len(p.acked) - firstRows); rows != want {
-		t.Fatalf("B published %d rows, only the %d rows after A's plan were left: %s", rows, want, rb.stdout)
+		t.Fatalf("B published %d rows, only the %d rows after A's plan were left: %s", rows, want, rb.Stdout)
 	}
 	if _, err := os.Stat(filepath.Join(c.tablePath("orders"), "_walctl", "plans", "retired", planA+".json")); err != nil {
 		t.Fatalf("A's published plan was not retired: %v", err)
 	}
-	if !strings.Contains(rb.stderr, "retired stale plan") || !strings.Contains(rb.stderr, planA) {
-		t.Fatalf("B does not say it retired A's plan %s:\n%s", planA, rb.stderr)
+	if !strings.Contains(rb.Stderr, "retired stale plan") || !strings.Contains(rb.Stderr, planA) {
+		t.Fatalf("B does not say it retired A's plan %s:\n%s", planA, rb.Stderr)
 	}
 	if e := c.tableEpoch("orders"); e != epochB {
 		t.Fatalf("table fenced at %d, want B's %d (A had %d)", e, epochB, epochA)
 	}
 	latest := c.latestVersion("orders")
 
-	a.resume(failpoint.AfterLinkBeforeDirSync)
-	ra := a.wait()
-	if ra.code != exitOK && ra.code != exitConflict {
+	a.Resume(failpoint.AfterLinkBeforeDirSync)
+	ra := a.Wait()
+	if ra.Code != exitOK && ra.Code != exitConflict {
 		t.Fatalf("A after its commit landed: %s", ra)
 	}
-	t.Logf("A (commit landed, then fenced out of its trim) exited %d", ra.code)
+	t.Logf("A (commit landed, then fenced out of its trim) exited %d", ra.Code)
 	if l := c.latestVersion("orders"); l != latest {
 		t.Fatalf("A changed the table after B: latest %d, was %d", l, latest)
 	}
@@ -390,8 +391,8 @@ func (c *cluster) epochShow(table string) epochRow {
 	r := c.run("epoch-show", nil, "epoch", "show", table)
 	expect(c.t, "epoch show", r, exitOK)
 	var rows []epochRow
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 1 {
-		c.t.Fatalf("epoch show: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &rows); err != nil || len(rows) != 1 {
+		c.t.Fatalf("epoch show: %v\n%s", err, r.Stdout)
 	}
 	return rows[0]
 }
@@ -425,7 +426,7 @@ func TestOlderOwnersFenceAfterSuccessorsFenceIsRefused(t *testing.T) {
 			p.c = c
 			p.generation(2, 40)
 			a := c.walctl("A-publish", fp(tc.spec()), "publish", "--table", "orders", "--all")
-			a.waitPaused(tc.point)
+			a.WaitPaused(tc.point)
 			epochA := c.walEpoch("orders")
 			c.revoke("orders")
 
@@ -433,18 +434,18 @@ func TestOlderOwnersFenceAfterSuccessorsFenceIsRefused(t *testing.T) {
 			expect(t, "B publish --all", r, exitOK)
 			b := parseSummary(t, r)
 			if b.Epoch <= epochA || len(b.published()) == 0 {
-				t.Fatalf("B (epoch %d, A had %d) should fence and publish: %s", b.Epoch, epochA, r.stdout)
+				t.Fatalf("B (epoch %d, A had %d) should fence and publish: %s", b.Epoch, epochA, r.Stdout)
 			}
 			latest := c.latestVersion("orders")
 
-			a.resume(tc.point)
-			ra := a.wait()
+			a.Resume(tc.point)
+			ra := a.Wait()
 			expect(t, "old owner A after resume", ra, exitConflict)
 			if l := c.latestVersion("orders"); l != latest {
 				t.Fatalf("fenced A changed the table: latest %d, was %d", l, latest)
 			}
 			c.noVersionAtEpoch("orders", epochA)
-			t.Logf("fenced A: %s", lastLine(ra.stderr))
+			t.Logf("fenced A: %s", lastLine(ra.Stderr))
 			if e := c.tableEpoch("orders"); e != b.Epoch {
 				t.Fatalf("table fenced at %d, want B's %d", e, b.Epoch)
 			}
@@ -470,10 +471,10 @@ func TestUnknownOutcomeAfterLinkResolvedWithoutSecondCommit(t *testing.T) {
 	s := parseSummary(t, r)
 	pub := s.published()
 	if len(pub) == 0 || pub[0].Version != v {
-		t.Fatalf("first round should report version %d: %s", v, r.stdout)
+		t.Fatalf("first round should report version %d: %s", v, r.Stdout)
 	}
-	if !strings.Contains(r.stderr, "commit resolved by the plan id") || !strings.Contains(r.stderr, "injected error") {
-		t.Fatalf("the injected unknown outcome was not resolved by the plan id:\n%s", r.stderr)
+	if !strings.Contains(r.Stderr, "commit resolved by the plan id") || !strings.Contains(r.Stderr, "injected error") {
+		t.Fatalf("the injected unknown outcome was not resolved by the plan id:\n%s", r.Stderr)
 	}
 	for _, round := range pub {
 		if commits := c.dataCommitsOf("orders", round.Plan); len(commits) != 1 || commits[0] != round.Version {

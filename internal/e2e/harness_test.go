@@ -1,18 +1,13 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +19,7 @@ import (
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/walflight"
-	"github.com/walctl/walctl/internal/testutil/walctlbin"
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 // Bounds of every wait. They are deadlines, not synchronisation: each wait
@@ -43,7 +38,8 @@ type cluster struct {
 	dir     string
 	etcd    *etcdembed.Server
 	etcdCli *clientv3.Client
-	walSrv  *proc
+	procs   *proc.Runner
+	walSrv  *proc.Proc
 	walAddr string
 	wal     *walflight.Client
 	lance   string
@@ -59,6 +55,8 @@ func newClusterWith(t *testing.T, opts etcdembed.Options) *cluster {
 	t.Cleanup(cancel)
 	dir := t.TempDir()
 	c := &cluster{t: t, ctx: ctx, dir: dir, lance: filepath.Join(dir, "tables"), seq: new(atomic.Int64)}
+	c.procs = proc.NewRunner(walctlBin, dir)
+	c.procs.WaitTimeout = waitTimeout
 
 	opts.Dir = filepath.Join(dir, "etcd")
 	srv, err := etcdembed.Start(ctx, opts)
@@ -77,8 +75,8 @@ func newClusterWith(t *testing.T, opts etcdembed.Options) *cluster {
 	addrFile := filepath.Join(dir, "wal.addr")
 	c.walSrv = c.start("wal-serve", nil, "--data-dir", filepath.Join(dir, "walsrv"), "wal", "serve",
 		"--listen", "127.0.0.1:0", "--addr-file", addrFile)
-	c.walAddr = c.walSrv.waitFile(addrFile)
-	t.Cleanup(func() { c.walSrv.stop() })
+	c.walAddr = c.walSrv.WaitFile(addrFile)
+	t.Cleanup(func() { c.walSrv.Terminate(15 * time.Second) })
 
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dcancel()
@@ -106,170 +104,20 @@ func (c *cluster) globalArgs(etcdEndpoint string) []string {
 }
 
 // walctl starts walctl on the cluster with env (NAME=value entries added to
-// a clean environment).
-func (c *cluster) walctl(name string, env []string, args ...string) *proc {
+// an isolated environment).
+func (c *cluster) walctl(name string, env []string, args ...string) *proc.Proc {
 	return c.start(name, env, append(c.globalArgs(c.etcd.Endpoint()), args...)...)
 }
 
 // run runs walctl on the cluster to completion.
-func (c *cluster) run(name string, env []string, args ...string) result {
-	return c.walctl(name, env, args...).wait()
+func (c *cluster) run(name string, env []string, args ...string) proc.Result {
+	return c.walctl(name, env, args...).Wait()
 }
 
 // start starts walctl with exactly args.
-func (c *cluster) start(name string, env []string, args ...string) *proc {
+func (c *cluster) start(name string, env []string, args ...string) *proc.Proc {
 	c.t.Helper()
-	fpDir := filepath.Join(c.dir, "fp", fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))
-	if err := os.MkdirAll(fpDir, 0o755); err != nil {
-		c.t.Fatal(err)
-	}
-	cmd := exec.Command(walctlBin, args...)
-	cmd.Env = append(cleanEnv(c.dir), "WALCTL_FAILPOINT_DIR="+fpDir)
-	cmd.Env = append(cmd.Env, env...)
-	p := &proc{t: c.t, name: name, args: args, cmd: cmd, fpDir: fpDir, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	c.t.Cleanup(p.kill)
-	return p
-}
-
-// cleanEnv is the test's environment without any walctl setting, with a
-// config directory of its own so no user config file is read.
-func cleanEnv(dir string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "WALCTL_") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, "XDG_CONFIG_HOME="+filepath.Join(dir, "xdg"))
-}
-
-// proc is one walctl process.
-type proc struct {
-	t       *testing.T
-	name    string
-	args    []string
-	cmd     *exec.Cmd
-	fpDir   string
-	stdout  walctlbin.SyncBuffer
-	stderr  walctlbin.SyncBuffer
-	done    chan struct{}
-	waitErr error
-}
-
-// result is how a walctl process ended.
-type result struct {
-	code   int            // exit code; -1 when killed by a signal
-	signal syscall.Signal // the signal that killed it, if any
-	stdout string
-	stderr string
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("exit %d (signal %v)\nstdout:\n%s\nstderr:\n%s", r.code, r.signal, r.stdout, r.stderr)
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait waits, within waitTimeout, for the process to end.
-func (p *proc) wait() result {
-	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(waitTimeout):
-		p.kill()
-		p.t.Fatalf("%s (%s) did not end within %s; stderr:\n%s", p.name, strings.Join(p.args, " "), waitTimeout, p.stderr.String())
-	}
-	r := result{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		r.signal = ws.Signal()
-	}
-	return r
-}
-
-// kill ends the process if it still runs (also when it is stopped).
-func (p *proc) kill() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// stop ends a server gracefully (SIGTERM), killing it if it does not end.
-func (p *proc) stop() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.kill()
-	}
-}
-
-func (p *proc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("%s: signal %v: %v", p.name, sig, err)
-	}
-}
-
-// waitFile waits for path to exist with content, returning it trimmed. It
-// fails early if the process ends first.
-func (p *proc) waitFile(path string) string {
-	p.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
-			return string(bytes.TrimSpace(b))
-		}
-		if p.exited() {
-			p.t.Fatalf("%s ended before writing %s: %s", p.name, filepath.Base(path), p.wait())
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: %s did not appear within %s; stderr:\n%s", p.name, path, waitTimeout, p.stderr.String())
-		}
-		<-tick.C
-	}
-}
-
-// waitPaused waits until the process is paused at failpoint name and checks
-// that the pause file names it.
-func (p *proc) waitPaused(name string) {
-	p.t.Helper()
-	pid := p.waitFile(filepath.Join(p.fpDir, name+".paused"))
-	if pid != strconv.Itoa(p.pid()) {
-		p.t.Fatalf("%s: %s.paused names pid %s, want %d", p.name, name, pid, p.pid())
-	}
-}
-
-// resume lets a process paused at failpoint name go on.
-func (p *proc) resume(name string) {
-	p.t.Helper()
-	if err := os.WriteFile(filepath.Join(p.fpDir, name+".resume"), nil, 0o644); err != nil {
-		p.t.Fatal(err)
-	}
+	return c.procs.Start(c.t, name, env, args...)
 }
 
 // Exit codes of walctl's interface.
@@ -281,9 +129,9 @@ const (
 )
 
 // expect fails unless r ended with code.
-func expect(t *testing.T, what string, r result, code int) {
+func expect(t *testing.T, what string, r proc.Result, code int) {
 	t.Helper()
-	if r.code != code {
+	if r.Code != code {
 		t.Fatalf("%s: want exit %d, got %s", what, code, r)
 	}
 }
@@ -295,10 +143,10 @@ type summary struct {
 	Rounds []publish.Result `json:"rounds"`
 }
 
-func parseSummary(t *testing.T, r result) summary {
+func parseSummary(t *testing.T, r proc.Result) summary {
 	t.Helper()
 	var s summary
-	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &s); err != nil {
 		t.Fatalf("summary: %v\n%s", err, r)
 	}
 	return s

@@ -48,7 +48,7 @@ func TestKillAtEachPointThenRestartCompletes(t *testing.T) {
 			p.generation(3, 40)
 
 			r := c.run("killed", append(fp(spec), smallRounds...), "publish", "--table", table, "--all")
-			if r.signal != syscall.SIGKILL {
+			if r.Signal != syscall.SIGKILL {
 				t.Fatalf("publish with %s should die by SIGKILL: %s", spec, r)
 			}
 			// The dead publisher cannot release its claim: its successor
@@ -58,11 +58,11 @@ func TestKillAtEachPointThenRestartCompletes(t *testing.T) {
 			expect(t, "restarted publish --all", r, exitOK)
 			s := parseSummary(t, r)
 			if last := s.Rounds[len(s.Rounds)-1]; last.Outcome != "idle" {
-				t.Fatalf("restarted publisher stopped before idle: %s", r.stdout)
+				t.Fatalf("restarted publisher stopped before idle: %s", r.Stdout)
 			}
 			pub := s.published()
 			if len(pub) == 0 || len(pub[0].Files) < 2 || pub[0].Adopted != pt.adopts || pub[0].Reused != pt.reuses {
-				t.Fatalf("restart's first publication: want adopted=%v reused=%v and several files: %s", pt.adopts, pt.reuses, r.stdout)
+				t.Fatalf("restart's first publication: want adopted=%v reused=%v and several files: %s", pt.adopts, pt.reuses, r.Stdout)
 			}
 			for _, round := range pub {
 				if commits := c.dataCommitsOf(table, round.Plan); len(commits) != 1 {

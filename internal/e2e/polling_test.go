@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/core/failpoint"
+	"github.com/walctl/walctl/internal/testutil/metrics"
 )
 
 // Polling a busy table with `walctl publish` processes costs etcd nothing
@@ -26,15 +24,15 @@ func TestPollingBusyTableCostsEtcdNothing(t *testing.T) {
 	p.generation(2, 30)
 
 	a := c.walctl("A-publish", fp(at(failpoint.BeforeManifestLink, "pause", c.dataCommitVersion("orders"))), "publish", "--table", "orders")
-	a.waitPaused(failpoint.BeforeManifestLink)
+	a.WaitPaused(failpoint.BeforeManifestLink)
 
 	const polls = 12
 	before := c.scrape()
 	for i := 0; i < polls; i++ {
 		r := c.run("poll", nil, "publish", "--table", "orders")
 		expect(t, "poll of a busy table", r, exitConflict)
-		if !strings.Contains(r.stderr, "busy hint") {
-			t.Fatalf("poll %d was not refused by the busy hint: %s", i, r.stderr)
+		if !strings.Contains(r.Stderr, "busy hint") {
+			t.Fatalf("poll %d was not refused by the busy hint: %s", i, r.Stderr)
 		}
 	}
 	after := c.scrape()
@@ -49,87 +47,42 @@ func TestPollingBusyTableCostsEtcdNothing(t *testing.T) {
 		{"Txn RPCs", "grpc_server_handled_total", `grpc_method="Txn"`},
 	}
 	for _, x := range costs {
-		d := after.sum(t, x.name, x.label) - before.sum(t, x.name, x.label)
+		d := after.MustSum(t, x.name, x.label) - before.MustSum(t, x.name, x.label)
 		t.Logf("%d polls: %s %v", polls, x.what, d)
 		if d != 0 {
 			t.Errorf("%d polls of a busy table cost %v %s", polls, d, x.what)
 		}
 	}
-	t.Logf("%d polls: Range RPCs %v", polls, after.sum(t, "grpc_server_handled_total", `grpc_method="Range"`)-
-		before.sum(t, "grpc_server_handled_total", `grpc_method="Range"`))
+	t.Logf("%d polls: Range RPCs %v", polls, after.MustSum(t, "grpc_server_handled_total", `grpc_method="Range"`)-
+		before.MustSum(t, "grpc_server_handled_total", `grpc_method="Range"`))
 
 	// Control: the revocation is a transaction and a lease revoke.
 	before = c.scrape()
 	c.revoke("orders")
 	after = c.scrape()
 	for _, x := range costs[:1] {
-		if d := after.sum(t, x.name, x.label) - before.sum(t, x.name, x.label); d < 1 {
+		if d := after.MustSum(t, x.name, x.label) - before.MustSum(t, x.name, x.label); d < 1 {
 			t.Errorf("control: a revocation shows %v %s: the measurement is blind", d, x.what)
 		}
 	}
 	for _, x := range costs[6:] {
-		if d := after.sum(t, x.name, x.label) - before.sum(t, x.name, x.label); d < 1 {
+		if d := after.MustSum(t, x.name, x.label) - before.MustSum(t, x.name, x.label); d < 1 {
 			t.Errorf("control: a revocation shows %v %s: the measurement is blind", d, x.what)
 		}
 	}
 
 	// A's epoch is still the table's: its commit may land. Either way the
 	// work ends up published exactly once.
-	a.resume(failpoint.BeforeManifestLink)
-	if ra := a.wait(); ra.code != exitOK && ra.code != exitConflict {
+	a.Resume(failpoint.BeforeManifestLink)
+	if ra := a.Wait(); ra.Code != exitOK && ra.Code != exitConflict {
 		t.Fatalf("A after the revocation: %s", ra)
 	}
 	expect(t, "publish --all", c.run("publish", nil, "publish", "--table", "orders", "--all"), exitOK)
 	p.exactlyOnce()
 }
 
-type metrics map[string]float64
-
 // scrape reads the etcd server's Prometheus metrics.
-func (c *cluster) scrape() metrics {
+func (c *cluster) scrape() metrics.Metrics {
 	c.t.Helper()
-	resp, err := http.Get(c.etcd.MetricsURL())
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	m := metrics{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			c.t.Fatalf("metrics line %q: %v", line, err)
-		}
-		m[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		c.t.Fatal(err)
-	}
-	return m
-}
-
-// sum adds the series of name whose labels contain label; it fails if there
-// is none, so a renamed metric cannot make an assertion vacuous.
-func (m metrics) sum(t *testing.T, name, label string) float64 {
-	t.Helper()
-	total, found := 0.0, false
-	for series, v := range m {
-		if series != name && !strings.HasPrefix(series, name+"{") {
-			continue
-		}
-		if label != "" && !strings.Contains(series, label) {
-			continue
-		}
-		total, found = total+v, true
-	}
-	if !found {
-		t.Fatalf("etcd exports no %s{%s}", name, label)
-	}
-	return total
+	return metrics.MustScrape(c.t, c.etcd.MetricsURL())
 }

@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 // The seed's last step: two competing automatic workers (real `walctl worker
@@ -28,18 +30,18 @@ func TestTwoCompetingWorkersPublishEverything(t *testing.T) {
 	}
 	c.waitPublished("orders")
 
-	for _, w := range []*proc{w1, w2} {
-		w.signal(syscall.SIGTERM)
+	for _, w := range []*proc.Proc{w1, w2} {
+		w.Signal(syscall.SIGTERM)
 	}
 	acquired := 0
-	for _, w := range []*proc{w1, w2} {
-		r := w.wait()
-		expect(t, w.name+" on SIGTERM", r, 0)
-		if !strings.Contains(r.stderr, "every claim released") {
-			t.Fatalf("%s did not report its claims released:\n%s", w.name, r.stderr)
+	for _, w := range []*proc.Proc{w1, w2} {
+		r := w.Wait()
+		expect(t, w.Name+" on SIGTERM", r, 0)
+		if !strings.Contains(r.Stderr, "every claim released") {
+			t.Fatalf("%s did not report its claims released:\n%s", w.Name, r.Stderr)
 		}
-		n := strings.Count(r.stderr, "claim acquired")
-		t.Logf("%s acquired the claim %d times", w.name, n)
+		n := strings.Count(r.Stderr, "claim acquired")
+		t.Logf("%s acquired the claim %d times", w.Name, n)
 		acquired += n
 	}
 	if acquired < 2 {

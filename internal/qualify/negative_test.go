@@ -10,6 +10,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 // copyTables copies the Lance root to a new directory for altering.
@@ -53,7 +54,7 @@ func publishedFile(t *testing.T, root string) (*lance.Dataset, lance.Descriptor)
 // negativeControls alters copies of the verified table and requires walctl
 // verify to fail on each (exit 6, naming the problem), and to still pass on
 // the original.
-func negativeControls(ctx context.Context, t *testing.T, dir, lanceRoot string, env []string) {
+func negativeControls(ctx context.Context, t *testing.T, procs *proc.Runner, lanceRoot string, env []string) {
 	t.Helper()
 	for _, c := range []struct {
 		name  string
@@ -96,14 +97,14 @@ func negativeControls(ctx context.Context, t *testing.T, dir, lanceRoot string, 
 			}
 		}, `"kind": "missing"`},
 	} {
-		altered := filepath.Join(dir, "altered-"+c.name)
+		altered := filepath.Join(procs.Dir, "altered-"+c.name)
 		c.alter(copyTables(t, lanceRoot, altered))
-		out, errOut, code := walctl(t, env, "verify", "--table", table, "--lance-root", altered, "--output", "json")
-		if code != 6 || !strings.Contains(out, `"ok": false`) || !strings.Contains(out, c.kind) {
-			t.Fatalf("verify of the %s copy: exit %d, want 6 with %s\n%s\n%s", c.name, code, c.kind, out, errOut)
+		r := procs.Run(t, "verify-"+c.name, env, "verify", "--table", table, "--lance-root", altered, "--output", "json")
+		if r.Code != 6 || !strings.Contains(r.Stdout, `"ok": false`) || !strings.Contains(r.Stdout, c.kind) {
+			t.Fatalf("verify of the %s copy: want exit 6 with %s; %s", c.name, c.kind, r)
 		}
 	}
-	if out, errOut, code := walctl(t, env, "verify", "--table", table); code != 0 {
-		t.Fatalf("verify of the original after the controls: exit %d\n%s\n%s", code, out, errOut)
+	if r := procs.Run(t, "verify", env, "verify", "--table", table); r.Code != 0 {
+		t.Fatalf("verify of the original after the controls: %s", r)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/walctl/walctl/internal/core/pubbench"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/walflight"
+	"github.com/walctl/walctl/internal/testutil/exactlyonce"
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 // EnvBytes sets the backlog size of the qualification (default 64 MiB; the
@@ -87,9 +89,12 @@ func qualifyRecovery(t *testing.T, streamed bool, size int64) {
 	}
 	defer etcd.Close()
 
+	procs := proc.NewRunner(walctlBin, dir)
+	procs.WaitTimeout = 20 * time.Minute
+
 	// 1. A WAL server process holds a backlog of ACKed, sealed, unpublished
 	// entries.
-	srv, addr := serveWAL(t, dir, walDir, "wal-1")
+	srv, addr := serveWAL(t, procs, walDir, "wal-1")
 	want := map[int64]record{}
 	var mu sync.Mutex
 	cli, err := walflight.Dial(ctx, addr, walflight.ClientOptions{})
@@ -125,22 +130,22 @@ func qualifyRecovery(t *testing.T, streamed bool, size int64) {
 	// 2. A worker publishes it, a quarter per plan, and is stopped before the
 	// link of version 4 — after its first data commit, mid-publication.
 	env := func(walAddr string, extra ...string) []string {
-		return baseEnv(append([]string{
-			"HOME=" + dir, "WALCTL_DATA_DIR=" + data, "WALCTL_ETCD_ENDPOINTS=" + etcd.Endpoint(), "WALCTL_WAL=" + walAddr,
+		return append([]string{
+			"WALCTL_DATA_DIR=" + data, "WALCTL_ETCD_ENDPOINTS=" + etcd.Endpoint(), "WALCTL_WAL=" + walAddr,
 			"WALCTL_CLAIM_TTL=3s", "WALCTL_LOG_LEVEL=info",
 			"WALCTL_PUBLICATION_MAX_BYTES=" + strconv.FormatInt(size/4, 10),
 			"WALCTL_PUBLICATION_FILE_BYTES=" + strconv.FormatInt(size/16, 10),
 			"WALCTL_WORKER_MEMORY_BUDGET=" + strconv.FormatInt(256<<20, 10),
 			"WALCTL_WORKER_PUBLICATION_PIPELINE_PREPARATION=" + strconv.FormatBool(streamed),
-		}, extra...)...)
+		}, extra...)
 	}
-	worker := start(t, dir, "worker", env(addr, "WALCTL_FAILPOINTS=before-manifest-link=pause@4", "WALCTL_FAILPOINT_DIR="+fp),
+	worker := procs.Start(t, "worker", env(addr, "WALCTL_FAILPOINTS=before-manifest-link=pause@4", "WALCTL_FAILPOINT_DIR="+fp),
 		"worker", "run", "--tables", table)
-	waitFile(t, filepath.Join(fp, "before-manifest-link.paused"), 5*time.Minute, worker)
+	worker.WaitFile(filepath.Join(fp, "before-manifest-link.paused"))
 
 	// 3. SIGKILL every WAL and worker process.
-	worker.kill()
-	srv.kill()
+	worker.Kill()
+	srv.Kill()
 	before := rows(t, lanceRoot)
 	if before >= bl.Rows {
 		t.Fatalf("killed after everything was published (%d of %d rows): not mid-publication", before, bl.Rows)
@@ -150,11 +155,11 @@ func qualifyRecovery(t *testing.T, streamed bool, size int64) {
 	// 4. Reopen the original directories; one publication completes. The
 	// dead worker's claim lapses with its lease (3 s): until then publish
 	// exits 4 (claimed).
-	srv2, addr2 := serveWAL(t, dir, walDir, "wal-2")
+	srv2, addr2 := serveWAL(t, procs, walDir, "wal-2")
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		out, errOut, code := walctl(t, env(addr2), "publish", "--table", table, "--all", "--output", "json")
-		if code == 0 {
+		r := procs.Run(t, "publish", env(addr2), "publish", "--table", table, "--all", "--output", "json")
+		if out := r.Stdout; r.Code == 0 {
 			// The killed worker's pinned plan is adopted and its recorded
 			// files reused (they verify), then the rest is published.
 			if !strings.Contains(out, `"outcome": "published"`) || !strings.Contains(out, `"adopted": true`) || !strings.Contains(out, `"reused": true`) {
@@ -162,8 +167,8 @@ func qualifyRecovery(t *testing.T, streamed bool, size int64) {
 			}
 			break
 		}
-		if code != 4 || time.Now().After(deadline) {
-			t.Fatalf("publish after restart: exit %d\n%s\n%s", code, out, errOut)
+		if r.Code != 4 || time.Now().After(deadline) {
+			t.Fatalf("publish after restart: %s", r)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -175,33 +180,30 @@ func qualifyRecovery(t *testing.T, streamed bool, size int64) {
 	if n := rows(t, lanceRoot); n != bl.Rows {
 		t.Fatalf("walctl's reader counts %d rows, %d were ACKed", n, bl.Rows)
 	}
-	out, errOut, code := walctl(t, env(addr2), "table", "read", table, "--count", "--output", "json")
-	if code != 0 || !strings.Contains(out, fmt.Sprintf(`"row_count": %d`, bl.Rows)) {
-		t.Fatalf("table read --count: exit %d\n%s\n%s", code, out, errOut)
+	r := procs.Run(t, "read", env(addr2), "table", "read", table, "--count", "--output", "json")
+	if r.Code != 0 || !strings.Contains(r.Stdout, fmt.Sprintf(`"row_count": %d`, bl.Rows)) {
+		t.Fatalf("table read --count: %s", r)
 	}
-	out, errOut, code = walctl(t, env(addr2), "verify", "--table", table, "--output", "json")
-	if code != 0 || !strings.Contains(out, `"ok": true`) {
-		t.Fatalf("verify: exit %d\n%s\n%s", code, out, errOut)
+	r = procs.Run(t, "verify", env(addr2), "verify", "--table", table, "--output", "json")
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"ok": true`) {
+		t.Fatalf("verify: %s", r)
 	}
 	checkTrimmed(ctx, t, addr2)
 
 	// 6. Negative controls: verify fails on altered copies of the table.
-	negativeControls(ctx, t, dir, lanceRoot, env(addr2))
-	srv2.stop()
+	negativeControls(ctx, t, procs, lanceRoot, env(addr2))
+	if r := srv2.Terminate(time.Minute); r.Code != 0 {
+		t.Fatalf("wal serve after SIGTERM: %s", r)
+	}
 }
 
 // serveWAL starts `walctl wal serve` on walDir and returns it and its address.
-func serveWAL(t *testing.T, dir, walDir, name string) (*proc, string) {
+func serveWAL(t *testing.T, procs *proc.Runner, walDir, name string) (*proc.Proc, string) {
 	t.Helper()
-	addrFile := filepath.Join(dir, name+".addr")
-	p := start(t, dir, name, baseEnv("HOME="+dir, "WALCTL_DATA_DIR="+filepath.Join(dir, "srv")),
+	addrFile := filepath.Join(procs.Dir, name+".addr")
+	p := procs.Start(t, name, []string{"WALCTL_DATA_DIR=" + filepath.Join(procs.Dir, "srv")},
 		"wal", "serve", "--dir", walDir, "--listen", "127.0.0.1:0", "--addr-file", addrFile)
-	waitFile(t, addrFile, time.Minute, p)
-	b, err := os.ReadFile(addrFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, strings.TrimSpace(string(b))
+	return p, p.WaitFile(addrFile)
 }
 
 // rows counts the latest version's rows with walctl's managed reader (0
@@ -244,40 +246,41 @@ func checkTrimmed(ctx context.Context, t *testing.T, addr string) {
 // checks every ACKed record is there exactly once with its payload.
 func checkOracle(ctx context.Context, t *testing.T, root string, want map[int64]record) {
 	t.Helper()
-	d, err := oracle.MustFind(t).Dump(ctx, root, oracle.DumpOptions{})
+	o, err := oracle.Find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := o.Dump(ctx, root, oracle.DumpOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.CountRows != len(want) || d.NumRows != len(want) {
 		t.Fatalf("official reader: %d rows (count %d), %d ACKed", d.NumRows, d.CountRows, len(want))
 	}
-	seen := make(map[int64]bool, len(want))
 	ids, bodies, vecs := d.Columns["id"], d.Columns["body"], d.Columns["vec"]
 	if len(ids) != len(want) || len(bodies) != len(want) || len(vecs) != len(want) {
 		t.Fatalf("official reader: columns of %d/%d/%d values", len(ids), len(bodies), len(vecs))
 	}
-	for i := range ids {
-		var idStr, body string
+	parsed := make([]int64, len(ids))
+	for i, raw := range ids {
+		if parsed[i], err = exactlyonce.ParseID(raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := exactlyonce.Check(parsed, want).Err(); err != nil {
+		t.Fatalf("official reader: %v", err)
+	}
+	for i, id := range parsed {
+		var body string
 		var vec []float64
-		if err := json.Unmarshal(ids[i], &idStr); err != nil {
-			t.Fatal(err)
-		}
-		id, err := strconv.ParseInt(idStr, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
 		if err := json.Unmarshal(bodies[i], &body); err != nil {
 			t.Fatal(err)
 		}
 		if err := json.Unmarshal(vecs[i], &vec); err != nil {
 			t.Fatal(err)
 		}
-		w, ok := want[id]
+		w := want[id]
 		switch {
-		case !ok:
-			t.Fatalf("official reader: id %d was never ACKed", id)
-		case seen[id]:
-			t.Fatalf("official reader: id %d twice", id)
 		case bodyHash(body) != w.body:
 			t.Fatalf("official reader: id %d body differs", id)
 		case len(vec) != 4:
@@ -288,6 +291,5 @@ func checkOracle(ctx context.Context, t *testing.T, root string, want map[int64]
 				t.Fatalf("official reader: id %d vec[%d] = %v, want %v", id, k, vec[k], w.vec[k])
 			}
 		}
-		seen[id] = true
 	}
 }

@@ -108,7 +108,7 @@ func TestAbandonedClaimNeedsRealExpiry(t *testing.T) {
 	}
 	release(t, old)
 	ttl := old.TTL()
-	expiredBefore := scrape(t).sum(t, "etcd_debugging_server_lease_expired_total")
+	expiredBefore := scrape(t).MustSum(t, "etcd_debugging_server_lease_expired_total")
 
 	old.hooks.pauseKeepAlive.Store(true)
 	lastRenewal := time.Now().Add(-old.age()) // send time of the last successful renewal
@@ -121,7 +121,7 @@ func TestAbandonedClaimNeedsRealExpiry(t *testing.T) {
 	if attempts < 2 {
 		t.Fatalf("only %d attempts: the refusal before expiry was not exercised", attempts)
 	}
-	if d := scrape(t).sum(t, "etcd_debugging_server_lease_expired_total") - expiredBefore; d < 1 {
+	if d := scrape(t).MustSum(t, "etcd_debugging_server_lease_expired_total") - expiredBefore; d < 1 {
 		t.Fatalf("etcd expired %v leases: takeover without a real expiry", d)
 	}
 	if succ.CreateRevision() <= old.CreateRevision() {

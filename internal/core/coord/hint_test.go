@@ -61,7 +61,7 @@ func TestBusyPollingCostsEtcdNothing(t *testing.T) {
 			after := scrape(t)
 
 			d := func(name string, labels ...string) float64 {
-				return after.sum(t, name, labels...) - before.sum(t, name, labels...)
+				return after.MustSum(t, name, labels...) - before.MustSum(t, name, labels...)
 			}
 			deltas := []struct {
 				what string

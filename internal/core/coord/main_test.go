@@ -5,10 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/walctl/walctl/internal/core/etcdembed"
+	"github.com/walctl/walctl/internal/testutil/metrics"
 )
 
 // One real embedded etcd serves the whole package (start-up is the costly
@@ -113,60 +112,8 @@ func leases(t *testing.T, cli *clientv3.Client) map[clientv3.LeaseID]bool {
 	return out
 }
 
-// metrics scrapes etcd's own Prometheus endpoint.
-type metrics map[string]float64 // "name{labels}" -> value
-
-func scrape(t *testing.T) metrics {
-	t.Helper()
-	resp, err := http.Get(srv.MetricsURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	m := metrics{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		m[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// sum adds every series of name whose labels contain all of labels
-// (`key="value"`); it fails the test if there is none, so a renamed metric
-// cannot make an assertion vacuous.
-func (m metrics) sum(t *testing.T, name string, labels ...string) float64 {
-	t.Helper()
-	total, found := 0.0, false
-next:
-	for series, v := range m {
-		if series != name && !strings.HasPrefix(series, name+"{") {
-			continue
-		}
-		for _, l := range labels {
-			if !strings.Contains(series, l) {
-				continue next
-			}
-		}
-		total, found = total+v, true
-	}
-	if !found {
-		t.Fatalf("etcd exposes no metric %s%v", name, labels)
-	}
-	return total
-}
+// scrape reads etcd's own Prometheus endpoint.
+func scrape(t *testing.T) metrics.Metrics { return metrics.MustScrape(t, srv.MetricsURL()) }
 
 const childEtcdEnv = "COORD_TEST_CHILD_ETCD_DIR"
 

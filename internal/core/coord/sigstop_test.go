@@ -74,7 +74,7 @@ func TestStoppedHolderProcess(t *testing.T) {
 	if err != nil || info.CreateRevision != oldRev {
 		t.Fatalf("stopped child's claim: %+v %v", info, err)
 	}
-	expiredBefore := scrape(t).sum(t, "etcd_debugging_server_lease_expired_total")
+	expiredBefore := scrape(t).MustSum(t, "etcd_debugging_server_lease_expired_total")
 
 	succ, attempts := takeover(t, c, "t", oldRev)
 	took := time.Since(stopped)
@@ -87,7 +87,7 @@ func TestStoppedHolderProcess(t *testing.T) {
 	if attempts < 2 {
 		t.Fatalf("only %d attempts: the refusal before expiry was not exercised", attempts)
 	}
-	if d := scrape(t).sum(t, "etcd_debugging_server_lease_expired_total") - expiredBefore; d < 1 {
+	if d := scrape(t).MustSum(t, "etcd_debugging_server_lease_expired_total") - expiredBefore; d < 1 {
 		t.Fatalf("etcd expired %v leases: takeover without a real expiry", d)
 	}
 

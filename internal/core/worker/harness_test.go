@@ -15,8 +15,8 @@ import (
 
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/publish"
-	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 	"github.com/walctl/walctl/internal/testutil/stack"
 )
 
@@ -31,8 +31,8 @@ type env struct {
 	log   *wal.Engine
 	lance string
 
-	mu     sync.Mutex
-	acked  map[string]map[int64]int // table → id → times ACKed
+	mu     sync.Mutex // guards nextID
+	acked  map[string]*exactlyonce.Acked
 	nextID int64
 }
 
@@ -44,13 +44,13 @@ var testSchema = arrow.NewSchema([]arrow.Field{
 func newEnv(t *testing.T, shards int, tables ...string) *env {
 	t.Helper()
 	st := stack.Start(t, 2*time.Minute, wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 64 << 10})
-	e := &env{t: t, ctx: st.Ctx, st: st, lance: st.LanceRoot, log: st.WAL, acked: map[string]map[int64]int{}}
+	e := &env{t: t, ctx: st.Ctx, st: st, lance: st.LanceRoot, log: st.WAL, acked: map[string]*exactlyonce.Acked{}}
 	e.co = e.connect()
 	for _, table := range tables {
 		if _, err := e.log.CreateTable(e.ctx, table, testSchema, shards); err != nil {
 			t.Fatal(err)
 		}
-		e.acked[table] = map[int64]int{}
+		e.acked[table] = exactlyonce.NewAcked()
 	}
 	return e
 }
@@ -66,29 +66,16 @@ func (e *env) produce(table string, shard, n, rows int) error {
 	base := e.nextID + 1
 	e.nextID += int64(n * rows)
 	e.mu.Unlock()
-	gen, err := synth.New(testSchema, uint64(base))
+	p, err := exactlyonce.NewProducer(e.log, table, testSchema, uint64(base), base, e.acked[table])
 	if err != nil {
 		return err
 	}
-	gen.NextID = base
 	for i := 0; i < n; i++ {
-		b := gen.Batch(rows)
-		_, err := e.log.Append(e.ctx, table, shard, b)
-		if err == nil {
-			ids := b.Column(0).(*array.Int64)
-			e.mu.Lock()
-			for j := 0; j < ids.Len(); j++ {
-				e.acked[table][ids.Value(j)]++
-			}
-			e.mu.Unlock()
-		}
-		b.Release()
-		if err != nil {
+		if err := p.Append(e.ctx, shard, rows); err != nil {
 			return err
 		}
 	}
-	_, err = e.log.Seal(e.ctx, table, shard)
-	return err
+	return p.Seal(e.ctx, shard)
 }
 
 func (e *env) mustProduce(table string, shard, n, rows int) {
@@ -234,40 +221,23 @@ func (e *env) exactlyOnce(table string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	seen := map[int64]int{}
+	var ids []int64
 	err = r.Scan(e.ctx, []string{"id"}, func(b arrow.RecordBatch) error {
 		col := b.Column(0).(*array.Int64)
 		for i := 0; i < col.Len(); i++ {
-			seen[col.Value(i)]++
+			ids = append(ids, col.Value(i))
 		}
 		return nil
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	acked := e.acked[table]
-	for id, n := range seen {
-		if n != 1 {
-			e.t.Fatalf("%s: id %d appears %d times", table, id, n)
-		}
-		if acked[id] == 0 {
-			e.t.Fatalf("%s: id %d in the table was never ACKed", table, id)
-		}
-	}
-	for id := range acked {
-		if seen[id] == 0 {
-			e.t.Fatalf("%s: ACKed id %d missing (have %d of %d)", table, id, len(seen), len(acked))
-		}
+	if err := exactlyonce.Check(ids, e.acked[table].Snapshot()).Err(); err != nil {
+		e.t.Fatalf("%s: %v", table, err)
 	}
 }
 
-func (e *env) ackedCount(table string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.acked[table])
-}
+func (e *env) ackedCount(table string) int { return e.acked[table].Len() }
 
 // noClaims requires that etcd holds no claim at all.
 func (e *env) noClaims() {

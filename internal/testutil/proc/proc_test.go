@@ -1,0 +1,98 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A developer's configuration never reaches a child: WALCTL_*, HOME and
+// XDG_* are replaced by directories of the test.
+func TestIsolatedEnvDropsTheDevelopersSettings(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", "/home/dev/.config")
+	t.Setenv("WALCTL_ETCD_ENDPOINTS", "prod:2379")
+	t.Setenv("HOME", "/home/dev")
+	dir := t.TempDir()
+	env := IsolatedEnv(dir, "WALCTL_LOG_LEVEL=debug")
+	get := func(k string) []string {
+		var vs []string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				vs = append(vs, v)
+			}
+		}
+		return vs
+	}
+	for k, want := range map[string]string{
+		"XDG_CONFIG_HOME": filepath.Join(dir, "xdg", "config"), "HOME": filepath.Join(dir, "home"),
+		"WALCTL_DATA_DIR": filepath.Join(dir, "data"), "WALCTL_LOG_LEVEL": "debug",
+	} {
+		if vs := get(k); len(vs) != 1 || vs[0] != want {
+			t.Errorf("%s = %v, want [%s]", k, vs, want)
+		}
+	}
+	if vs := get("WALCTL_ETCD_ENDPOINTS"); len(vs) != 0 {
+		t.Errorf("WALCTL_ETCD_ENDPOINTS leaked: %v", vs)
+	}
+}
+
+// Stop freezes a process, Cont resumes it, Kill ends it by SIGKILL; the
+// output written before is captured.
+func TestStopContKill(t *testing.T) {
+	dir := t.TempDir()
+	r := NewRunner("/bin/sh", dir)
+	ready := filepath.Join(dir, "ready")
+	p := r.Start(t, "sh", nil, "-c", `echo hello; echo $$ > `+ready+`; exec sleep 60`)
+	p.WaitFile(ready)
+	p.Stop()
+	waitStopped(t, p.Pid(), true)
+	p.Cont()
+	waitStopped(t, p.Pid(), false)
+	p.Kill()
+	res := p.Wait()
+	if res.Signal != syscall.SIGKILL || res.Code != -1 || strings.TrimSpace(res.Stdout) != "hello" {
+		t.Fatalf("after Kill: %s", res)
+	}
+}
+
+// waitStopped waits until /proc shows the process stopped (state T) or
+// not; signals are delivered asynchronously.
+func waitStopped(t *testing.T, pid int, stopped bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// "pid (comm) STATE …"
+		st := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[0]
+		if (st == "T") == stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d in state %s, want stopped=%v", pid, st, stopped)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// WaitForFile returns ErrGone when the writer ends without the file.
+func TestWaitForFileGone(t *testing.T) {
+	dir := t.TempDir()
+	p := NewRunner("/bin/sh", dir).Start(t, "sh", nil, "-c", "exit 3")
+	_, err := WaitForFile(context.Background(), filepath.Join(dir, "never"), p.Done())
+	if !errors.Is(err, ErrGone) {
+		t.Fatalf("WaitForFile: %v, want ErrGone", err)
+	}
+	if r := p.Wait(); r.Code != 3 {
+		t.Fatalf("exit code: %s", r)
+	}
+}
