@@ -141,4 +141,7 @@ type ShardStats struct {
 	// WatermarkBehindTrim is set when Watermark < TrimmedThrough: entries the
 	// table has not published are gone (DESIGN.md §3 rule 9).
 	WatermarkBehindTrim bool `json:"watermark_behind_trim,omitempty"`
+	// Damage lists the shard's damaged or quarantined ranges (see
+	// DamageReport); reads and trims reaching them fail with exit 6.
+	Damage []DamageReport `json:"damage,omitempty"`
 }

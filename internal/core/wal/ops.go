@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/durable"
 )
 
 // Append implements Log. The record is validated and encoded before the
@@ -90,6 +92,11 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, h := range s.holes {
+		if h.rep.First <= through {
+			return 0, fmt.Errorf("table %q shard %d: trim through %d reaches unreadable positions: %w", name, shard, through, h.rep.err())
+		}
+	}
 	if through > s.synced {
 		return 0, fmt.Errorf("table %q shard %d: trim through %d beyond last position %d: %w", name, shard, through, s.synced, ErrBadRange)
 	}
@@ -118,15 +125,18 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 }
 
 // removeTrimmed deletes the files of trimmed generations, then syncs their
-// shard directory.
+// shard directory once. A failure only leaves files the next Open deletes
+// (the trimmed-through position is already durable).
 func (e *Engine) removeTrimmed(dir string, dropped []*gen) {
 	defer e.removers.Done()
 	for _, g := range dropped {
-		if err := removeGenFiles(g.dataPath[:len(g.dataPath)-len(".arrows")]); err != nil {
-			e.opts.Logger.Warn("wal: removing trimmed generation", "file", g.dataPath, "err", err)
+		for _, p := range []string{g.idxPath, g.dataPath} {
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				e.opts.Logger.Warn("wal: removing trimmed generation", "file", p, "err", err)
+			}
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		e.opts.Logger.Warn("wal: syncing shard directory after trim", "dir", dir, "err", err)
 	}
 }
@@ -158,7 +168,7 @@ func (s *shard) stats(wm uint64, now time.Time) ShardStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := ShardStats{Shard: s.id, LastPosition: s.synced, TrimmedThrough: s.trimmed, Watermark: wm,
-		WatermarkBehindTrim: wm < s.trimmed}
+		WatermarkBehindTrim: wm < s.trimmed, Damage: s.damage()}
 	for _, g := range s.gens {
 		d := s.describe(g)
 		if d.Entries == 0 {
@@ -251,6 +261,9 @@ func (s *shard) plan(from, to uint64) ([]readSpan, uint64, uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if to == 0 {
+		if s.frozen != nil {
+			return nil, 0, 0, s.frozen
+		}
 		to = s.synced
 		if from == s.synced+1 {
 			return nil, from, to, nil // nothing new: an empty read
@@ -261,6 +274,14 @@ func (s *shard) plan(from, to uint64) ([]readSpan, uint64, uint64, error) {
 		return nil, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, ErrBadRange)
 	case from <= s.trimmed:
 		return nil, 0, 0, fmt.Errorf("table %q shard %d: read from %d, but positions through %d are trimmed: %w", s.t.name, s.id, from, s.trimmed, ErrTrimmed)
+	}
+	for _, h := range s.holes {
+		// Nothing past damage is served: a reader must not skip it.
+		if h.rep.First <= to {
+			return nil, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, h.rep.err())
+		}
+	}
+	switch {
 	case to > s.synced:
 		return nil, 0, 0, fmt.Errorf("table %q shard %d: read through %d, but the last position is %d: %w", s.t.name, s.id, to, s.synced, ErrBeyondEnd)
 	}

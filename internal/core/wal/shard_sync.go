@@ -25,6 +25,9 @@ func (s *shard) append(raw []byte) (uint64, error) {
 		if s.err != nil {
 			return 0, s.err
 		}
+		if s.frozen != nil {
+			return 0, s.frozen
+		}
 		g = s.open()
 		if g != nil && (len(g.ents) == 0 || g.size+int64(len(raw)) <= s.e.opts.MaxGenerationBytes && !s.expired(g)) {
 			break
@@ -259,7 +262,7 @@ func (s *shard) sealNowLocked(g *gen) error {
 	if err := s.writeSeal(g); err != nil {
 		return err
 	}
-	if err := fdatasync(g.idx); err != nil {
+	if err := syncData(g.idx); err != nil {
 		return s.fail("seal "+g.idxPath, err)
 	}
 	g.closeFiles()
@@ -274,6 +277,9 @@ func (s *shard) seal() (Generation, error) {
 	for {
 		if s.err != nil {
 			return Generation{}, s.err
+		}
+		if s.frozen != nil {
+			return Generation{}, s.frozen
 		}
 		g := s.open()
 		switch {
