@@ -96,7 +96,7 @@ func (s *shard) expired(g *gen) bool {
 
 // fail records a sticky write or sync failure and returns it.
 func (s *shard) fail(what string, err error) error {
-	s.err = fmt.Errorf("table %q shard %d: %s: %v: %w", s.t.name, s.id, what, err, ErrIO)
+	s.err = fmt.Errorf("table %q shard %d: %s: %w: %w", s.t.name, s.id, what, err, ErrIO)
 	s.cond.Broadcast()
 	return s.err
 }
