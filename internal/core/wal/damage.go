@@ -52,8 +52,23 @@ func (d DamageReport) err() error {
 	return fmt.Errorf("%s: %w", d, ErrCorruptEntry)
 }
 
-// hole is a range of positions a shard cannot serve.
-type hole struct{ rep DamageReport }
+// hole is a range of positions a shard cannot serve. bound is the highest
+// position it may cover when rep.Last is unknown.
+type hole struct {
+	rep   DamageReport
+	bound uint64
+}
+
+// generation describes the hole in listings: sealed, so that planning
+// reaches it, and Damaged.
+func (h hole) generation() Generation {
+	last := h.rep.Last
+	if last == 0 {
+		last = max(h.bound, h.rep.First)
+	}
+	return Generation{ID: h.rep.Generation, First: h.rep.First, Last: last, Entries: int(last - h.rep.First + 1),
+		Sealed: true, Path: h.rep.File, Damaged: true}
+}
 
 func (h hole) end() uint64 {
 	if h.rep.Last == 0 {
@@ -65,22 +80,26 @@ func (h hole) end() uint64 {
 // newHole records damage found in the shard's generation gen (0: not in a
 // generation) covering first..last (last 0: unknown).
 func (s *shard) newHole(ce *corruptError, gen, first, last uint64) hole {
-	return hole{DamageReport{Table: s.t.name, Shard: s.id, Generation: gen, First: first, Last: last,
+	return hole{rep: DamageReport{Table: s.t.name, Shard: s.id, Generation: gen, First: first, Last: last,
 		File: ce.File, Offset: ce.Offset, Position: ce.Position, Detail: ce.Detail}}
 }
 
 // addHole records a hole found at open and logs it at error level.
 func (s *shard) addHole(h hole) {
-	s.holes = append(s.holes, h)
-	sort.Slice(s.holes, func(i, j int) bool { return s.holes[i].rep.First < s.holes[j].rep.First })
 	if h.rep.Last == 0 {
 		s.frozen = h.rep.err()
+		h.bound = h.rep.First
+		if h.rep.Generation != 0 {
+			h.bound = s.positionBound(h.rep.Generation)
+		}
 	}
 	if h.rep.Quarantined == "" {
 		s.e.opts.Logger.Error("wal: damaged data: the shard refuses the positions it holds until an operator quarantines it",
 			"table", s.t.name, "shard", s.id, "file", h.rep.File, "byte", h.rep.Offset, "position", h.rep.Position,
 			"first", h.rep.First, "last", h.rep.Last, "detail", h.rep.Detail)
 	}
+	s.holes = append(s.holes, h)
+	sort.Slice(s.holes, func(i, j int) bool { return s.holes[i].rep.First < s.holes[j].rep.First })
 }
 
 // holeIn returns the first hole overlapping from..to, under s.mu.

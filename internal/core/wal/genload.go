@@ -17,6 +17,9 @@ type corruptError struct {
 	Offset   int64
 	Position uint64
 	Detail   string
+	// last is the generation's last position when its index is intact and
+	// sealed (only its data is damaged); 0 when unknown.
+	last uint64
 }
 
 func (e *corruptError) Error() string {
@@ -177,6 +180,7 @@ func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64
 			bad = corruptAt(g.idxPath, int64(nFull)*recSize, g.first+uint64(len(g.ents)), "partial index record after the seal record")
 		}
 		if bad != nil {
+			bad.last = sealedLast(g.first, gf.idx)
 			return nil, tailCut{}, bad
 		}
 		g.size, g.idxSize = off, int64(len(gf.idx))
@@ -216,6 +220,29 @@ func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64
 		}
 	}
 	return g, cut, nil
+}
+
+// sealedLast returns the last position of a sealed generation whose index
+// records all pass their checksums (the index alone then says how many
+// entries it holds), or 0.
+func sealedLast(first uint64, idx []byte) uint64 {
+	if len(idx)%recSize != 0 {
+		return 0
+	}
+	n := uint64(0)
+	for i := recSize; i < len(idx); i += recSize {
+		r, ok := unmarshalRec(idx[i:])
+		if !ok {
+			return 0
+		}
+		if r.kind == kindEntry {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return first + n - 1
 }
 
 var errNoEOS = errors.New("no end-of-stream marker")

@@ -102,6 +102,9 @@ type Generation struct {
 	SealedAt time.Time `json:"sealed_at,omitzero"`
 	// Path is the generation's Arrow IPC stream file on the WAL host.
 	Path string `json:"path,omitempty"`
+	// Damaged marks a range the shard cannot serve (see DamageReport):
+	// reading it fails with ErrCorruptEntry. Entries then counts positions.
+	Damaged bool `json:"damaged,omitempty"`
 }
 
 // Entry is one WAL entry handed to a Read callback.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -64,13 +65,28 @@ func (e *Engine) Generations(ctx context.Context, name string, shard int) ([]Gen
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.listing(), nil
+}
+
+// listing describes the shard's generations holding durable entries and its
+// damaged or quarantined ranges (as sealed generations with Damaged set, so
+// that a publisher planning over them reads them and fails loudly instead
+// of stopping silently), ordered by position, under s.mu.
+func (s *shard) listing() []Generation {
 	var out []Generation
 	for _, g := range s.gens {
 		if d := s.describe(g); d.Entries > 0 {
 			out = append(out, d)
 		}
 	}
-	return out, nil
+	if len(s.holes) == 0 {
+		return out
+	}
+	for _, h := range s.holes {
+		out = append(out, h.generation())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	return out
 }
 
 // Trim implements Log. The epoch check and the trim happen under the
@@ -169,21 +185,17 @@ func (s *shard) stats(wm uint64, now time.Time) ShardStats {
 	defer s.mu.Unlock()
 	ss := ShardStats{Shard: s.id, LastPosition: s.synced, TrimmedThrough: s.trimmed, Watermark: wm,
 		WatermarkBehindTrim: wm < s.trimmed, Damage: s.damage()}
-	for _, g := range s.gens {
-		d := s.describe(g)
-		if d.Entries == 0 {
-			continue
-		}
+	for _, d := range s.listing() {
 		ss.Entries += int64(d.Entries)
 		ss.Bytes += d.Bytes
-		if !g.sealed {
+		if !d.Sealed {
 			ss.OpenGenerations++
 			continue
 		}
 		ss.SealedGenerations++
 		if d.Last > wm {
-			if ss.PendingGenerations == 0 {
-				ss.OldestPendingAge = max(now.Sub(g.sealedAt), 0)
+			if ss.PendingGenerations == 0 && !d.SealedAt.IsZero() {
+				ss.OldestPendingAge = max(now.Sub(d.SealedAt), 0)
 			}
 			ss.PendingGenerations++
 			ss.PendingBytes += d.Bytes

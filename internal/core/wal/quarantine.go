@@ -124,7 +124,7 @@ func (e *Engine) readQuarantine(table string, shard int) ([]hole, error) {
 		if r.Damage != nil {
 			rep.Offset, rep.Position, rep.Detail = r.Damage.Offset, r.Damage.Position, r.Damage.Detail
 		}
-		out = append(out, hole{rep})
+		out = append(out, hole{rep: rep})
 	}
 	return out, nil
 }
@@ -292,7 +292,7 @@ func (s *shard) applyQuarantine(rec QuarantineRecord, target *gen, dir string) {
 			kept = append(kept, h)
 		}
 	}
-	s.holes = append(kept, hole{rep})
+	s.holes = append(kept, hole{rep: rep})
 	sort.Slice(s.holes, func(i, j int) bool { return s.holes[i].rep.First < s.holes[j].rep.First })
 	if s.frozen != nil && s.holeIn(rec.Last+1, rec.Last+1) == nil {
 		// The damage reached the shard's end; its end is now known.

@@ -94,9 +94,15 @@ func (e *Engine) recoverShard(s *shard) error {
 		}
 		var ce *corruptError
 		if errors.As(err, &ce) {
-			if last {
+			if last && ce.last == 0 {
 				s.addHole(s.newHole(ce, first, first, 0))
 				return nil
+			}
+			if last {
+				// Sealed with an intact index: its end is known.
+				s.addHole(s.newHole(ce, first, first, ce.last))
+				s.next = ce.last + 1
+				continue
 			}
 			s.addHole(s.newHole(ce, first, first, order[i+1]-1))
 			s.next = order[i+1]
