@@ -262,3 +262,26 @@ func TestCutEntriesLoggedAtErrorLevel(t *testing.T) {
 		t.Fatalf("append got %d, want 3", pos)
 	}
 }
+
+// TestFailedEpochSyncIsSticky: an epoch whose fsync failed is unknown on
+// disk; the table refuses further CAS and trims instead of trusting it.
+func TestFailedEpochSyncIsSticky(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	e := openTest(t, dir, Options{})
+	mustCreate(t, e, "t", 1)
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable(durable.FailSync+"=error*1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.AdvanceEpoch(ctx, "t", 0); !errors.Is(err, durable.ErrSyncFailed) {
+		t.Fatalf("advance with a failed fsync: %v", err)
+	}
+	ep, _ := e.Epoch(ctx, "t")
+	if _, err := e.AdvanceEpoch(ctx, "t", ep); !errors.Is(err, durable.ErrSyncFailed) {
+		t.Fatalf("advance after a failed fsync: %v, want the sticky ErrSyncFailed", err)
+	}
+	if _, err := e.Trim(ctx, "t", 0, 0, ep); !errors.Is(err, durable.ErrSyncFailed) {
+		t.Fatalf("trim after a failed epoch fsync: %v", err)
+	}
+}

@@ -103,6 +103,9 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 	}
 	t.epochMu.Lock()
 	defer t.epochMu.Unlock()
+	if t.epochErr != nil {
+		return 0, t.epochErr
+	}
 	if epoch != t.epoch {
 		return 0, fmt.Errorf("table %q: trim with epoch %d refused, current epoch is %d: %w", name, epoch, t.epoch, ErrStaleEpoch)
 	}
@@ -125,6 +128,10 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 	}
 	newTrim := s.gens[n-1].last()
 	if err := writeUint(s.dir, trimmedFileName, newTrim); err != nil {
+		if errors.Is(err, durable.ErrSyncFailed) {
+			// The shard directory's state is unknown: stop the shard.
+			return s.trimmed, s.fail(fmt.Sprintf("record trim through %d", newTrim), err)
+		}
 		return s.trimmed, fmt.Errorf("table %q shard %d: record trim through %d: %v: %w", name, shard, newTrim, err, ErrIO)
 	}
 	s.trimmed = newTrim

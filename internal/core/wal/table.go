@@ -44,6 +44,10 @@ type table struct {
 
 	epochMu sync.Mutex // serialises epoch CAS and trims against it
 	epoch   uint64
+	// epochErr is set when making an epoch durable failed in its fsync:
+	// the epoch on disk is then unknown, and every CAS and trim fails with
+	// it until the engine is reopened (recovery reads what is durable).
+	epochErr error
 }
 
 func shardDirName(i int) string { return fmt.Sprintf("shard-%04d", i) }
@@ -154,6 +158,9 @@ func (t *table) closeShards() error {
 func (t *table) advanceEpoch(expect uint64) (uint64, error) {
 	t.epochMu.Lock()
 	defer t.epochMu.Unlock()
+	if t.epochErr != nil {
+		return 0, t.epochErr
+	}
 	if t.epoch != expect {
 		return 0, &EpochConflictError{Table: t.name, Expect: expect, Current: t.epoch}
 	}
@@ -162,7 +169,11 @@ func (t *table) advanceEpoch(expect uint64) (uint64, error) {
 		if v, rerr := readUint(t.dir, epochFileName); rerr == nil {
 			t.epoch = v
 		}
-		return 0, fmt.Errorf("table %q: advance epoch %d: %v: %w", t.name, expect, err, ErrIO)
+		err = fmt.Errorf("table %q: advance epoch %d: %w: %w", t.name, expect, err, ErrIO)
+		if errors.Is(err, durable.ErrSyncFailed) {
+			t.epochErr = err
+		}
+		return 0, err
 	}
 	t.epoch = expect + 1
 	return t.epoch, nil
