@@ -59,6 +59,11 @@ func TestDamageContainedToShard(t *testing.T) {
 	if d.Generation != 1 || d.First != 1 || d.Last != 3 || !strings.Contains(d.String(), data) {
 		t.Fatalf("damage %+v", d)
 	}
+	// Listed as a damaged generation, so that planning reaches it and fails
+	// loudly rather than stopping silently before it.
+	if gens, _ := e.Generations(ctx, "a", 0); len(gens) != 2 || !gens[0].Damaged || gens[0].First != 1 || gens[0].Last != 3 || gens[1].Damaged {
+		t.Fatalf("generations %+v", gens)
+	}
 	err := e.Read(ctx, "a", 0, 1, 0, func(Entry) error { return nil })
 	if !errors.Is(err, errs.ErrCorrupt) || !strings.Contains(err.Error(), data) || !strings.Contains(err.Error(), "byte ") {
 		t.Fatalf("read of the damaged shard: %v", err)

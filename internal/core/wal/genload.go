@@ -121,60 +121,78 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, la
 	return checkGen(g, gf, schemaBytes, verify, max(laterAcked, synced), now)
 }
 
-// checkGen walks a generation's index records against its data file (see
-// loadGen); acked is the highest position known to be acknowledged.
-func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64, now time.Time) (*gen, tailCut, error) {
-	_, sealed := idxEvidence(gf.idx)
+// indexWalk is what walkIndex found: where the entries end in the data
+// file, how many index records after the header were accepted, and the
+// first invalid thing (bad, at index record badRec), if any.
+type indexWalk struct {
+	off      int64
+	consumed int
+	bad      *corruptError
+	badRec   int
+}
+
+// walkIndex checks g's index records in order against the data file,
+// starting at off (after the schema prefix), filling g.ents, and stops at
+// the first invalid one. Entries are checksummed when verify or when the
+// generation is not sealed.
+func walkIndex(g *gen, gf genParts, off int64, verify, sealed bool) indexWalk {
+	w := indexWalk{off: off, badRec: -1}
 	nFull := len(gf.idx) / recSize
-	off := int64(len(schemaBytes))
-	consumed := 0 // index records accepted after the header
-	var bad *corruptError
-	badRec := -1 // index of the record bad was found at
 	var buf []byte
-	for i := 1; i < nFull && bad == nil; i++ {
+	for i := 1; i < nFull && w.bad == nil; i++ {
 		recOff := int64(i) * recSize
 		pos := g.first + uint64(len(g.ents))
 		r, ok := unmarshalRec(gf.idx[recOff:])
 		switch {
 		case !ok:
-			bad = corruptAt(g.idxPath, recOff, pos, "index record %d fails its checksum", i)
+			w.bad = corruptAt(g.idxPath, recOff, pos, "index record %d fails its checksum", i)
 		case g.sealed:
-			bad = corruptAt(g.idxPath, recOff, pos, "index record %d follows the seal record", i)
+			w.bad = corruptAt(g.idxPath, recOff, pos, "index record %d follows the seal record", i)
 		case r.kind == kindEntry:
-			ok := r.a == uint64(off) && r.b > 0 && r.b <= uint64(gf.dataSize-off)
+			ok := r.a == uint64(w.off) && r.b > 0 && r.b <= uint64(gf.dataSize-w.off)
 			if ok && (verify || !sealed) { // unsealed: always checked
 				if uint64(cap(buf)) < r.b {
 					buf = make([]byte, r.b) // bounded by the file's size
 				}
 				b := buf[:r.b]
-				ok = readFull(gf.data, b, off) == nil && crc32c(b) == r.crc
+				ok = readFull(gf.data, b, w.off) == nil && crc32c(b) == r.crc
 			}
 			if !ok {
-				bad = corruptAt(g.dataPath, off, pos, "entry at offset %d length %d (index record %d) fails its checksum or lies outside the file", r.a, r.b, i)
+				w.bad = corruptAt(g.dataPath, w.off, pos, "entry at offset %d length %d (index record %d) fails its checksum or lies outside the file", r.a, r.b, i)
 				break
 			}
-			g.ents = append(g.ents, entryMeta{off: off, n: int64(r.b), crc: r.crc})
-			off += int64(r.b)
+			g.ents = append(g.ents, entryMeta{off: w.off, n: int64(r.b), crc: r.crc})
+			w.off += int64(r.b)
 		case r.kind == kindSeal:
 			tail := make([]byte, len(eos))
-			err := readFull(gf.data, tail, off)
-			if r.a != uint64(off)+uint64(len(eos)) || gf.dataSize != int64(r.a) || err != nil || string(tail) != string(eos) {
-				bad = corruptAt(g.dataPath, off, pos, "sealed generation has %d bytes and its entries end at %d, seal record says %d", gf.dataSize, off, r.a)
+			err := readFull(gf.data, tail, w.off)
+			if r.a != uint64(w.off)+uint64(len(eos)) || gf.dataSize != int64(r.a) || err != nil || string(tail) != string(eos) {
+				w.bad = corruptAt(g.dataPath, w.off, pos, "sealed generation has %d bytes and its entries end at %d, seal record says %d", gf.dataSize, w.off, r.a)
 				break
 			}
 			g.sealed, g.sealedAt = true, time.Unix(0, int64(r.b))
-			off = int64(r.a)
+			w.off = int64(r.a)
 		case r.kind == kindSynced:
 			g.marked = max(g.marked, r.a)
 		default:
-			bad = corruptAt(g.idxPath, recOff, pos, "unknown index record kind %d", r.kind)
+			w.bad = corruptAt(g.idxPath, recOff, pos, "unknown index record kind %d", r.kind)
 		}
-		if bad == nil {
-			consumed++
+		if w.bad == nil {
+			w.consumed++
 		} else {
-			badRec = i
+			w.badRec = i
 		}
 	}
+	return w
+}
+
+// checkGen walks a generation's index records against its data file (see
+// loadGen); acked is the highest position known to be acknowledged.
+func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64, now time.Time) (*gen, tailCut, error) {
+	_, sealed := idxEvidence(gf.idx)
+	nFull := len(gf.idx) / recSize
+	w := walkIndex(g, gf, int64(len(schemaBytes)), verify, sealed)
+	consumed, bad, badRec, off := w.consumed, w.bad, w.badRec, w.off
 	if sealed {
 		if bad == nil && len(gf.idx)%recSize != 0 {
 			bad = corruptAt(g.idxPath, int64(nFull)*recSize, g.first+uint64(len(g.ents)), "partial index record after the seal record")
