@@ -3,6 +3,7 @@ package wal
 import (
 	"encoding/binary"
 	"errors"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -119,4 +120,37 @@ func FuzzDecodeQuarantineRecord(f *testing.F) {
 			t.Fatalf("accepted %+v", r)
 		}
 	})
+}
+
+// TestDecodeMutatedInputs decodes a few thousand seeded mutations of a
+// valid entry and schema message: before decodes were bounded
+// (decodeguard.go, arrowcheck), some asked arrow-go for 168 GB (an entry's
+// body length) or hundreds of GB (a field's children count) and killed the
+// process.
+func TestDecodeMutatedInputs(t *testing.T) {
+	sb := mustSchemaBytes(t)
+	rec := makeRecord(1, 3)
+	enc, err := encodeEntry("t", testSchema, sb, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := append([]byte(nil), enc.raw...)
+	enc.release()
+	r := rand.New(rand.NewSource(1))
+	mutate := func(b []byte) []byte {
+		b = append([]byte(nil), b...)
+		for k := 0; k <= r.Intn(4); k++ {
+			b[r.Intn(len(b))] = byte(r.Intn(256))
+		}
+		return b
+	}
+	for i := 0; i < 3000; i++ {
+		if rec, err := decodeEntryOwned(sb, mutate(raw)); err == nil {
+			rec.Release()
+		}
+		if _, err := DecodeSchema(mutate(sb)); err != nil && !errors.Is(err, ErrSchemaMismatch) {
+			t.Fatalf("schema decode error %v does not wrap ErrSchemaMismatch", err)
+		}
+	}
 }
