@@ -3,6 +3,7 @@ package backlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/lancewm"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // ScanOptions of `walctl backlog scan`.
@@ -45,7 +47,10 @@ JSON (--output json): a list of {"table", "pending_generations",
 "oldest_pending_age_ns", "watermark_behind_trim"}]}.
 
 A table whose scan fails is reported on stderr and the others are still
-printed; the exit status is then that of the failure (see below).`,
+printed; the exit status is then that of the failure (see below). A shard
+with a damaged or quarantined WAL range is marked "(damaged WAL!)", carries
+"damage" in JSON, and is reported on stderr with exit status 6 after every
+table was printed.`,
 		Example: "  walctl backlog scan\n  walctl backlog scan --output json | jq '.[] | {table, pending_generations}'",
 		Args:    cmdutil.ExactArgs(0, "backlog scan takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -82,6 +87,9 @@ func scanRun(ctx context.Context, opts *ScanOptions) error {
 				if sh.WatermarkBehindTrim {
 					wm += " (behind trim!)"
 				}
+				if len(sh.Damage) > 0 {
+					wm += " (damaged WAL!)"
+				}
 				t.Add("", fmt.Sprint(sh.Shard), wm, fmt.Sprint(sh.LastPosition), fmt.Sprint(sh.PendingGenerations),
 					humanize.IBytes(uint64(sh.PendingBytes)), age(sh.OldestPendingAge))
 			}
@@ -90,7 +98,21 @@ func scanRun(ctx context.Context, opts *ScanOptions) error {
 	}); err != nil {
 		return err
 	}
-	return scanErr
+	return errors.Join(scanErr, damageErr(stats))
+}
+
+// damageErr reports each damaged WAL range the scan met (exit 6), after the
+// statistics of every table were printed.
+func damageErr(stats []catchup.TableStats) error {
+	var out []error
+	for _, st := range stats {
+		for _, sh := range st.Shards {
+			for _, d := range sh.Damage {
+				out = append(out, fmt.Errorf("%s: %w", d, wal.ErrCorruptEntry))
+			}
+		}
+	}
+	return errors.Join(out...)
 }
 
 func age(d time.Duration) string {

@@ -3,6 +3,7 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/health"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // Options of `walctl doctor`.
@@ -56,6 +58,7 @@ func doctorRun(ctx context.Context, opts *Options) error {
 		health.WritableDir("lance-root", g.LanceRoot),
 	}
 	checks = append(checks, etcdChecks(ctx, f)...)
+	checks = append(checks, walDamageChecks(ctx, f)...)
 
 	res := Result{OK: health.Failed(checks) == nil, Checks: checks}
 	if err := f.Print(res, func() *render.Table {
@@ -100,6 +103,59 @@ func etcdChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
 		cancel()
 		if g.Embedded {
 			c.Name = "etcd (embedded)"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// walDamageChecks lists the WAL's damaged and quarantined generations, one
+// failing row each (exit 6), or one ok row when there are none. A WAL that
+// cannot be reached is left to the WAL check.
+func walDamageChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
+	start := time.Now()
+	log, err := f.WAL(ctx)
+	if err != nil {
+		return nil
+	}
+	var reports []wal.DamageReport
+	if eng, ok := log.(interface{ Damage() []wal.DamageReport }); ok {
+		reports = eng.Damage()
+	} else {
+		cctx, cancel := f.CallContext(ctx)
+		defer cancel()
+		tables, err := log.Tables(cctx)
+		if err != nil {
+			return nil
+		}
+		for _, t := range tables {
+			st, err := log.Stats(cctx, t.Name, nil)
+			if err != nil {
+				continue
+			}
+			for _, sh := range st.Shards {
+				reports = append(reports, sh.Damage...)
+			}
+		}
+	}
+	if len(reports) == 0 {
+		return []health.Check{{Name: "wal damage", Target: "every table", Status: health.OK, Latency: time.Since(start), Detail: "no damaged or quarantined generations"}}
+	}
+	var out []health.Check
+	for _, d := range reports {
+		target := fmt.Sprintf("%s shard %d generation %d", d.Table, d.Shard, d.Generation)
+		if d.Shard < 0 {
+			target = d.Table + " registration"
+		}
+		c := health.Check{Name: "wal damage", Target: target,
+			Status: health.Fail, Latency: time.Since(start), Detail: d.String(), Err: fmt.Errorf("%s: %w", d, wal.ErrCorruptEntry)}
+		switch {
+		case d.Quarantined != "":
+			c.Hint = "the shard's publication stops before the gap: restore the files from a copy into the shard directory and delete the quarantine directory, or keep it stopped"
+		case d.Generation == 0 || d.Shard < 0:
+			c.Hint = "not a whole generation: inspect the file named; walctl cannot quarantine it"
+		default:
+			c.Hint = fmt.Sprintf("walctl wal quarantine --table %s --shard %d --generation %d --reason TEXT", d.Table, d.Shard, d.Generation)
 		}
 		out = append(out, c)
 	}

@@ -12,8 +12,8 @@ import (
 func NewCmdWAL(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wal <command>",
-		Short: "Append to, seal, inspect and serve the write-ahead log",
+		Short: "Append to, seal, inspect, serve and quarantine the write-ahead log",
 	}
-	cmd.AddCommand(NewCmdAppend(f, nil), NewCmdSeal(f, nil), NewCmdStats(f, nil), NewCmdServe(f, nil), NewCmdLoad(f, nil))
+	cmd.AddCommand(NewCmdAppend(f, nil), NewCmdSeal(f, nil), NewCmdStats(f, nil), NewCmdServe(f, nil), NewCmdLoad(f, nil), NewCmdQuarantine(f, nil))
 	return cmd
 }

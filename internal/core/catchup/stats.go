@@ -31,6 +31,9 @@ type ShardStats struct {
 	// WatermarkBehindTrim: published data is missing (rule 9); planning
 	// will fail loudly for this table.
 	WatermarkBehindTrim bool `json:"watermark_behind_trim,omitempty"`
+	// Damage lists damaged or quarantined WAL ranges of the shard: its
+	// publication cannot pass them (DESIGN.md §3 rule 18).
+	Damage []wal.DamageReport `json:"damage,omitempty"`
 }
 
 // StatsSource is the part of wal.Log the scan needs (wal.Log satisfies it).
@@ -100,7 +103,7 @@ func (sc *Scanner) scanTable(ctx context.Context, table string) (TableStats, err
 		st.Shards = append(st.Shards, ShardStats{
 			Shard: sh.Shard, Watermark: sh.Watermark, LastPosition: sh.LastPosition,
 			PendingGenerations: sh.PendingGenerations, PendingBytes: sh.PendingBytes,
-			OldestPendingAge: sh.OldestPendingAge, WatermarkBehindTrim: sh.WatermarkBehindTrim,
+			OldestPendingAge: sh.OldestPendingAge, WatermarkBehindTrim: sh.WatermarkBehindTrim, Damage: sh.Damage,
 		})
 		st.PendingGenerations += sh.PendingGenerations
 		st.PendingBytes += sh.PendingBytes

@@ -12,10 +12,14 @@
 //	<dir>/tables/<name>/shard-NNNN/trimmed     trimmed-through position, decimal
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.arrows  entries as an Arrow IPC stream
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.idx     index: header, one record per entry, seal record
+//	<dir>/quarantine/<name>/shard-NNNN/gen-<first>-<time>/  a quarantined generation's files and AUDIT.json
 //
 // <first> is the 20-digit position of the generation's first entry. Counter
 // files are replaced atomically (temp file, fsync, rename, fsync directory);
 // a table directory is built under a temporary name and renamed into place.
+// Every directory created, and every file created, renamed or removed, is
+// followed by an fsync of its parent (package durable); a failed fsync is
+// never retried: it stops the shard (or the table's epoch) until reopened.
 //
 // # Generations
 //
@@ -54,17 +58,30 @@
 //
 // # Recovery
 //
-// Open checks every generation. A sealed generation must be intact: any
-// mismatch is an ErrCorruptEntry error naming the file and position, and
-// nothing is repaired or skipped. A generation without a seal record has
-// every entry's checksum verified. If its stream is complete (entries and
-// end-of-stream marker) its seal is finished — the seal record was lost in a
-// crash. Otherwise the first invalid entry starts a torn tail that is cut
-// off, together with any generation after it: none of that was acknowledged,
-// because acknowledgements follow a sync covering the entry (and, after a
-// rotation, the closed generation). A synced record vouching for a position
-// in the tail proves otherwise; then the damage is reported as
-// ErrCorruptEntry instead. Reads verify each entry's checksum again.
+// Open checks every generation. A generation whose index ends with a valid
+// seal record must be intact: any mismatch is damage. A generation without
+// one has every entry's checksum verified. If its stream is complete
+// (entries and end-of-stream marker) its seal is finished: the seal record,
+// written after the sync that covered the rotation (which may already have
+// ACKed entries of the next generation), was lost, torn, zeroed or garbled
+// by a crash — at most its last index record may be unreadable. Otherwise
+// the first invalid entry starts a torn tail that is cut off, together with
+// any generation after it: none of that was acknowledged, because an
+// acknowledgement follows a sync covering the entry and, after a rotation,
+// the closed generation's whole stream. A synced record vouching for a
+// position in the tail, or a sealed later generation, proves otherwise;
+// then it is damage. Cutting entries the index recorded is logged at error
+// level (a torn write and damage to the last entries look alike).
+//
+// Damage is contained (DESIGN.md §3 rule 18): it becomes a hole in its
+// shard (Damage lists it, naming file, byte and position). The shard serves
+// positions before it; reads and trims reaching it fail with
+// ErrCorruptEntry; appends go on when the shard's end is known (intact
+// generations follow, or the damaged one is sealed with an intact index)
+// and are refused otherwise. Other shards and tables are unaffected.
+// Nothing is repaired: Quarantine moves a damaged generation aside with an
+// audit record, after which its positions stay unreadable and are never
+// issued again. Reads verify each entry's checksum again.
 //
 // # Epoch and trim
 //

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/walctl/walctl/internal/core/dirlock"
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -76,8 +78,11 @@ type Engine struct {
 	life   sync.RWMutex // shared by calls, exclusive by Close
 	closed bool
 
-	mu     sync.Mutex // guards tables
+	mu     sync.Mutex // guards tables and badTables
 	tables map[string]*table
+	// badTables reports tables whose registration or epoch is damaged:
+	// every call naming one fails with its report (exit 6).
+	badTables []DamageReport
 
 	wake       chan struct{}
 	stop       chan struct{}
@@ -87,13 +92,19 @@ type Engine struct {
 
 var _ Log = (*Engine)(nil)
 
-// Open locks dir (creating it if needed), recovers every table and starts
-// age sealing. A directory held by another engine fails with
-// dirlock.ErrLocked naming the holder's pid. Recovery truncates a torn tail of
-// each shard's open generation and fails with ErrCorruptEntry, naming the
-// file and position, for any integrity failure elsewhere.
+// Open locks dir (creating it, and syncing the parents that got a new
+// entry), recovers every table and starts age sealing. A directory held by
+// another engine fails with dirlock.ErrLocked naming the holder's pid.
+// Recovery truncates a torn tail of each shard's open generation. Damage is
+// contained (DESIGN.md §3 rule 18): a table or shard that fails an integrity
+// check is listed by Damage and refuses, with ErrCorruptEntry naming file
+// and byte, the operations that need the damaged positions; the others work.
+// Open itself fails only when the directory cannot be read or written.
 func Open(dir string, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
+	if err := durable.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create WAL directory: %w", err)
+	}
 	lock, err := dirlock.Acquire(dir)
 	if err != nil {
 		return nil, err
@@ -115,13 +126,14 @@ func (e *Engine) tablesDir() string { return filepath.Join(e.dir, "tables") }
 
 func (e *Engine) recover() error {
 	td := e.tablesDir()
-	if err := os.MkdirAll(td, 0o755); err != nil {
+	if err := durable.MkdirAll(td, 0o755); err != nil {
 		return err
 	}
 	ents, err := os.ReadDir(td)
 	if err != nil {
 		return err
 	}
+	removed := false
 	for _, de := range ents {
 		name := de.Name()
 		if strings.HasPrefix(name, ".tmp-") {
@@ -129,16 +141,29 @@ func (e *Engine) recover() error {
 			if err := os.RemoveAll(filepath.Join(td, name)); err != nil {
 				return err
 			}
+			removed = true
 			continue
 		}
-		if !de.IsDir() || ValidateName(name) != nil {
-			return fmt.Errorf("%s: unexpected entry in the WAL's table directory: %w", filepath.Join(td, name), ErrCorruptEntry)
+		var t *table
+		var err error = corruptAt(filepath.Join(td, name), 0, 0, "unexpected entry in the WAL's table directory")
+		if de.IsDir() && ValidateName(name) == nil {
+			t, err = e.loadTable(filepath.Join(td, name), name)
 		}
-		t, err := e.loadTable(filepath.Join(td, name), name)
+		var ce *corruptError
+		if errors.As(err, &ce) {
+			rep := DamageReport{Table: name, Shard: -1, First: 1, File: ce.File, Offset: ce.Offset, Detail: ce.Detail}
+			e.opts.Logger.Error("wal: damaged table registration: every call on the table fails until it is repaired by hand",
+				"table", name, "file", ce.File, "detail", ce.Detail)
+			e.badTables = append(e.badTables, rep)
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		e.tables[name] = t
+	}
+	if removed {
+		return durable.SyncDir(td)
 	}
 	return nil
 }
@@ -164,12 +189,16 @@ func (e *Engine) table(name string) (*table, error) {
 		return nil, err
 	}
 	e.mu.Lock()
-	t := e.tables[name]
-	e.mu.Unlock()
-	if t == nil {
-		return nil, fmt.Errorf("table %q: %w", name, ErrUnknownTable)
+	defer e.mu.Unlock()
+	if t := e.tables[name]; t != nil {
+		return t, nil
 	}
-	return t, nil
+	for _, d := range e.badTables {
+		if d.Table == name {
+			return nil, fmt.Errorf("table %q: registration damaged: %s: byte %d: %s: %w", name, d.File, d.Offset, d.Detail, ErrCorruptEntry)
+		}
+	}
+	return nil, fmt.Errorf("table %q: %w", name, ErrUnknownTable)
 }
 
 func (e *Engine) shard(name string, i int) (*table, *shard, error) {
@@ -198,6 +227,9 @@ func (e *Engine) CreateTable(ctx context.Context, name string, schema *arrow.Sch
 		return TableInfo{}, err
 	}
 	defer e.life.RUnlock()
+	if _, err := e.table(name); errors.Is(err, ErrCorruptEntry) {
+		return TableInfo{}, err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if t := e.tables[name]; t != nil {

@@ -102,6 +102,9 @@ type Generation struct {
 	SealedAt time.Time `json:"sealed_at,omitzero"`
 	// Path is the generation's Arrow IPC stream file on the WAL host.
 	Path string `json:"path,omitempty"`
+	// Damaged marks a range the shard cannot serve (see DamageReport):
+	// reading it fails with ErrCorruptEntry. Entries then counts positions.
+	Damaged bool `json:"damaged,omitempty"`
 }
 
 // Entry is one WAL entry handed to a Read callback.
@@ -141,4 +144,7 @@ type ShardStats struct {
 	// WatermarkBehindTrim is set when Watermark < TrimmedThrough: entries the
 	// table has not published are gone (DESIGN.md §3 rule 9).
 	WatermarkBehindTrim bool `json:"watermark_behind_trim,omitempty"`
+	// Damage lists the shard's damaged or quarantined ranges (see
+	// DamageReport); reads and trims reaching them fail with exit 6.
+	Damage []DamageReport `json:"damage,omitempty"`
 }

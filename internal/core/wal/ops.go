@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/durable"
 )
 
 // Append implements Log. The record is validated and encoded before the
@@ -62,13 +65,28 @@ func (e *Engine) Generations(ctx context.Context, name string, shard int) ([]Gen
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.listing(), nil
+}
+
+// listing describes the shard's generations holding durable entries and its
+// damaged or quarantined ranges (as sealed generations with Damaged set, so
+// that a publisher planning over them reads them and fails loudly instead
+// of stopping silently), ordered by position, under s.mu.
+func (s *shard) listing() []Generation {
 	var out []Generation
 	for _, g := range s.gens {
 		if d := s.describe(g); d.Entries > 0 {
 			out = append(out, d)
 		}
 	}
-	return out, nil
+	if len(s.holes) == 0 {
+		return out
+	}
+	for _, h := range s.holes {
+		out = append(out, h.generation())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	return out
 }
 
 // Trim implements Log. The epoch check and the trim happen under the
@@ -85,11 +103,19 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 	}
 	t.epochMu.Lock()
 	defer t.epochMu.Unlock()
+	if t.epochErr != nil {
+		return 0, t.epochErr
+	}
 	if epoch != t.epoch {
 		return 0, fmt.Errorf("table %q: trim with epoch %d refused, current epoch is %d: %w", name, epoch, t.epoch, ErrStaleEpoch)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, h := range s.holes {
+		if h.rep.First <= through {
+			return 0, fmt.Errorf("table %q shard %d: trim through %d reaches unreadable positions: %w", name, shard, through, h.rep.err())
+		}
+	}
 	if through > s.synced {
 		return 0, fmt.Errorf("table %q shard %d: trim through %d beyond last position %d: %w", name, shard, through, s.synced, ErrBadRange)
 	}
@@ -102,6 +128,10 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 	}
 	newTrim := s.gens[n-1].last()
 	if err := writeUint(s.dir, trimmedFileName, newTrim); err != nil {
+		if errors.Is(err, durable.ErrSyncFailed) {
+			// The shard directory's state is unknown: stop the shard.
+			return s.trimmed, s.fail(fmt.Sprintf("record trim through %d", newTrim), err)
+		}
 		return s.trimmed, fmt.Errorf("table %q shard %d: record trim through %d: %v: %w", name, shard, newTrim, err, ErrIO)
 	}
 	s.trimmed = newTrim
@@ -118,15 +148,18 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 }
 
 // removeTrimmed deletes the files of trimmed generations, then syncs their
-// shard directory.
+// shard directory once. A failure only leaves files the next Open deletes
+// (the trimmed-through position is already durable).
 func (e *Engine) removeTrimmed(dir string, dropped []*gen) {
 	defer e.removers.Done()
 	for _, g := range dropped {
-		if err := removeGenFiles(g.dataPath[:len(g.dataPath)-len(".arrows")]); err != nil {
-			e.opts.Logger.Warn("wal: removing trimmed generation", "file", g.dataPath, "err", err)
+		for _, p := range []string{g.idxPath, g.dataPath} {
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				e.opts.Logger.Warn("wal: removing trimmed generation", "file", p, "err", err)
+			}
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		e.opts.Logger.Warn("wal: syncing shard directory after trim", "dir", dir, "err", err)
 	}
 }
@@ -158,22 +191,18 @@ func (s *shard) stats(wm uint64, now time.Time) ShardStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := ShardStats{Shard: s.id, LastPosition: s.synced, TrimmedThrough: s.trimmed, Watermark: wm,
-		WatermarkBehindTrim: wm < s.trimmed}
-	for _, g := range s.gens {
-		d := s.describe(g)
-		if d.Entries == 0 {
-			continue
-		}
+		WatermarkBehindTrim: wm < s.trimmed, Damage: s.damage()}
+	for _, d := range s.listing() {
 		ss.Entries += int64(d.Entries)
 		ss.Bytes += d.Bytes
-		if !g.sealed {
+		if !d.Sealed {
 			ss.OpenGenerations++
 			continue
 		}
 		ss.SealedGenerations++
 		if d.Last > wm {
-			if ss.PendingGenerations == 0 {
-				ss.OldestPendingAge = max(now.Sub(g.sealedAt), 0)
+			if ss.PendingGenerations == 0 && !d.SealedAt.IsZero() {
+				ss.OldestPendingAge = max(now.Sub(d.SealedAt), 0)
 			}
 			ss.PendingGenerations++
 			ss.PendingBytes += d.Bytes
@@ -251,6 +280,9 @@ func (s *shard) plan(from, to uint64) ([]readSpan, uint64, uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if to == 0 {
+		if s.frozen != nil {
+			return nil, 0, 0, s.frozen
+		}
 		to = s.synced
 		if from == s.synced+1 {
 			return nil, from, to, nil // nothing new: an empty read
@@ -261,6 +293,14 @@ func (s *shard) plan(from, to uint64) ([]readSpan, uint64, uint64, error) {
 		return nil, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, ErrBadRange)
 	case from <= s.trimmed:
 		return nil, 0, 0, fmt.Errorf("table %q shard %d: read from %d, but positions through %d are trimmed: %w", s.t.name, s.id, from, s.trimmed, ErrTrimmed)
+	}
+	for _, h := range s.holes {
+		// Nothing past damage is served: a reader must not skip it.
+		if h.rep.First <= to {
+			return nil, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, h.rep.err())
+		}
+	}
+	switch {
 	case to > s.synced:
 		return nil, 0, 0, fmt.Errorf("table %q shard %d: read through %d, but the last position is %d: %w", s.t.name, s.id, to, s.synced, ErrBeyondEnd)
 	}

@@ -127,13 +127,23 @@ func TestFlippedByteInSealedGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = Open(dir, Options{MaxGenerationAge: -1})
-	if !errors.Is(err, ErrCorruptEntry) || !errors.Is(err, errs.ErrCorrupt) {
-		t.Fatalf("open: got %v, want ErrCorruptEntry", err)
+	// Open contains the damage: it succeeds, lists the damage, and the
+	// shard refuses reads reaching it, naming file, byte and position.
+	e = openTest(t, dir, Options{})
+	d := mustDamage(t, e, "t", 0, data, 3)
+	if d.First != 1 || d.Last != 4 || d.Offset != m.off {
+		t.Fatalf("damage %+v, want positions 1..4 and byte %d", d, m.off)
 	}
-	if !strings.Contains(err.Error(), data) || !strings.Contains(err.Error(), "position 3") {
-		t.Fatalf("open error %q does not name %s and position 3", err, data)
+	err = e.Read(context.Background(), "t", 0, 1, 0, func(Entry) error { return nil })
+	if !errors.Is(err, ErrCorruptEntry) || !errors.Is(err, errs.ErrCorrupt) || !strings.Contains(err.Error(), data) || !strings.Contains(err.Error(), "position 3") {
+		t.Fatalf("read: got %v, want ErrCorruptEntry naming %s and position 3", err, data)
 	}
+	// The shard's end is known (the open generation after it is intact):
+	// appends continue, at new positions.
+	if pos := mustAppend(t, e, "t", 0, 60, 1); pos != 6 {
+		t.Fatalf("append after damage got position %d, want 6", pos)
+	}
+	e.Close()
 
 	// QuickOpen defers the check to the read, which reports the same way
 	// after delivering the intact entries before it.
@@ -271,8 +281,10 @@ func TestSealRecordLostAfterRotation(t *testing.T) {
 	b, _ := os.ReadFile(gens[0].Path)
 	b[len(b)-len(eos)-20] ^= 1
 	os.WriteFile(gens[0].Path, b, 0o644)
-	if _, err := Open(dir, Options{MaxGenerationAge: -1}); !errors.Is(err, ErrCorruptEntry) {
-		t.Fatalf("damaged sealed generation: got %v", err)
+	e = openTest(t, dir, Options{MaxGenerationBytes: 1500})
+	mustDamage(t, e, "t", 0, gens[0].Path, gens[0].Last)
+	if err := e.Read(context.Background(), "t", 0, 1, 0, func(Entry) error { return nil }); !errors.Is(err, ErrCorruptEntry) {
+		t.Fatalf("damaged sealed generation: read got %v", err)
 	}
 }
 
@@ -293,9 +305,15 @@ func TestDamagedAcknowledgedEntryInOpenGeneration(t *testing.T) {
 	b, _ := os.ReadFile(data)
 	b[m.off+m.n-12] ^= 0x08
 	os.WriteFile(data, b, 0o644)
-	_, err := Open(dir, Options{MaxGenerationAge: -1})
-	if !errors.Is(err, ErrCorruptEntry) || !strings.Contains(err.Error(), "position 2") || !strings.Contains(err.Error(), data) {
-		t.Fatalf("got %v, want ErrCorruptEntry naming %s position 2", err, data)
+	e = openTest(t, dir, Options{})
+	if d := mustDamage(t, e, "t", 0, data, 2); d.Last != 0 {
+		t.Fatalf("damage %+v: the open generation's end is unknown", d)
+	}
+	// The shard's next position is unknown: appends are refused, loudly.
+	rec := testRecord(t, 9, 1)
+	defer rec.Release()
+	if _, err := e.Append(context.Background(), "t", 0, rec); !errors.Is(err, ErrCorruptEntry) || !strings.Contains(err.Error(), data) {
+		t.Fatalf("append to a shard whose end is unknown: got %v", err)
 	}
 	if got := fileSize(t, data); got != int64(len(b)) {
 		t.Fatalf("damaged open generation was truncated to %d bytes", got)
@@ -330,9 +348,11 @@ func TestUnfinishedRotationWithLaterEntries(t *testing.T) {
 			os.Truncate(base+".arrows", fileSize(t, base+".arrows")-3)
 			e2, err := Open(dir, Options{MaxGenerationAge: -1})
 			if later == 2 {
-				if !errors.Is(err, ErrCorruptEntry) || !strings.Contains(err.Error(), base+".idx") {
-					t.Fatalf("got %v, want ErrCorruptEntry naming %s.idx", err, base)
+				if err != nil {
+					t.Fatal(err)
 				}
+				defer e2.Close()
+				mustDamage(t, e2, "t", 0, base+".arrows", 4)
 				if _, err := os.Stat(filepath.Join(dir, "tables", "t", shardDirName(0), genName(4)+".idx")); err != nil {
 					t.Fatalf("later generation touched: %v", err)
 				}
@@ -351,4 +371,19 @@ func TestUnfinishedRotationWithLaterEntries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustDamage checks that the engine reports exactly one damaged range in
+// table/shard, naming file and position, and returns it.
+func mustDamage(t *testing.T, e *Engine, table string, shard int, file string, pos uint64) DamageReport {
+	t.Helper()
+	ds := e.Damage()
+	if len(ds) != 1 || ds[0].Table != table || ds[0].Shard != shard || ds[0].File != file || ds[0].Position != pos {
+		t.Fatalf("damage %+v, want one report naming %s position %d", ds, file, pos)
+	}
+	st, err := e.Stats(context.Background(), table, nil)
+	if err != nil || len(st.Shards[shard].Damage) != 1 {
+		t.Fatalf("stats do not carry the damage: %+v, %v", st, err)
+	}
+	return ds[0]
 }

@@ -38,8 +38,9 @@ func EncodeSchema(schema *arrow.Schema) ([]byte, error) {
 
 // DecodeSchema parses bytes produced by EncodeSchema (or any Arrow IPC
 // stream) and returns its schema. Malformed input wraps errs.ErrInvalid.
-func DecodeSchema(b []byte) (*arrow.Schema, error) {
-	r, err := arrowcheck.NewStreamReader(b) // bounds what hostile metadata declares
+func DecodeSchema(b []byte) (_ *arrow.Schema, err error) {
+	defer decodeGuard(&err)
+	r, err := arrowcheck.NewStreamReader(b, decodeLimits(len(b))...) // bounds what hostile metadata declares
 	if err != nil {
 		return nil, fmt.Errorf("decode Arrow IPC schema: %v: %w", err, ErrSchemaMismatch)
 	}
@@ -155,8 +156,11 @@ func encodeEntry(table string, schema *arrow.Schema, schemaBytes []byte, rec arr
 }
 
 // decodeEntry decodes a stored record batch message with the table schema.
-func decodeEntry(schemaBytes, raw []byte) (arrow.RecordBatch, error) {
-	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(schemaBytes), bytes.NewReader(raw), bytes.NewReader(eos)))
+func decodeEntry(schemaBytes, raw []byte) (_ arrow.RecordBatch, err error) {
+	defer decodeGuard(&err)
+	stream := make([]byte, 0, len(schemaBytes)+len(raw))
+	stream = append(append(stream, schemaBytes...), raw...)
+	r, err := arrowcheck.NewStreamReader(stream, decodeLimits(len(stream))...) // bounds what hostile metadata declares
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +228,7 @@ func decodeInPlace(schemaBytes, raw []byte) (rec arrow.RecordBatch) {
 	}
 	defer batchMsg.Release()
 	mr := &sliceMessages{msgs: []*ipc.Message{schemaMsg, batchMsg}}
-	r, err := ipc.NewReaderFromMessageReader(mr)
+	r, err := ipc.NewReaderFromMessageReader(mr, decodeLimits(len(raw))...)
 	if err != nil {
 		return nil
 	}

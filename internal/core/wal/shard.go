@@ -1,14 +1,6 @@
 package wal
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-)
+import "sync"
 
 // shard is one append sequence. Appends write under mu and then wait for a
 // sync covering their position; whichever waiter finds no sync running
@@ -45,132 +37,18 @@ type shard struct {
 	// dirDirty is set when a generation file was created since the last
 	// sync: the next sync also syncs the directory.
 	dirDirty bool
+	// holes are the ranges of positions the shard cannot serve: damage
+	// found at open, or generations quarantined (damage.go). frozen is set
+	// when one reaches the shard's end, which is then unknown: appends and
+	// seals fail with it.
+	holes  []hole
+	frozen error
 }
 
 // open returns the open generation, or nil.
 func (s *shard) open() *gen {
 	if n := len(s.gens); n > 0 && !s.gens[n-1].sealed {
 		return s.gens[n-1]
-	}
-	return nil
-}
-
-func (e *Engine) loadShard(t *table, id int) (*shard, error) {
-	s := &shard{e: e, t: t, id: id, dir: filepath.Join(t.dir, shardDirName(id))}
-	s.cond = sync.NewCond(&s.mu)
-	var err error
-	if s.trimmed, err = readUint(s.dir, trimmedFileName); err != nil {
-		return nil, err
-	}
-	des, err := os.ReadDir(s.dir)
-	if err != nil {
-		return nil, fmt.Errorf("table %q shard %d: %w", t.name, id, err)
-	}
-	firsts := map[uint64]bool{}
-	for _, de := range des {
-		n := de.Name()
-		if strings.HasPrefix(n, ".tmp-") {
-			os.Remove(filepath.Join(s.dir, n))
-			continue
-		}
-		if n == trimmedFileName {
-			continue
-		}
-		base, ok := strings.CutPrefix(n, "gen-")
-		if ok {
-			base, ok = strings.CutSuffix(base, ".arrows")
-			if !ok {
-				base, ok = strings.CutSuffix(strings.TrimPrefix(n, "gen-"), ".idx")
-			}
-		}
-		v, perr := strconv.ParseUint(base, 10, 64)
-		if !ok || perr != nil || v == 0 {
-			return nil, fmt.Errorf("%s: unexpected file in a shard directory: %w", filepath.Join(s.dir, n), ErrCorruptEntry)
-		}
-		firsts[v] = true
-	}
-	var order []uint64
-	for v := range firsts {
-		order = append(order, v)
-	}
-	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
-	if n := len(order); n > 0 {
-		// A last generation without entry records holds nothing; it may
-		// be a rotation interrupted before the previous seal completed.
-		base := filepath.Join(s.dir, genName(order[n-1]))
-		if st, err := os.Stat(base + ".idx"); err != nil || st.Size() < 2*recSize {
-			if err := removeGenFiles(base); err != nil {
-				return nil, err
-			}
-			order = order[:n-1]
-		}
-	}
-	s.next = s.trimmed + 1
-	// laterAcked[i] is the highest position vouched for by synced records
-	// of generations after order[i].
-	laterAcked := make([]uint64, len(order)+1)
-	for i := len(order) - 1; i >= 0; i-- {
-		laterAcked[i] = max(laterAcked[i+1], maxSynced(filepath.Join(s.dir, genName(order[i])+".idx")))
-	}
-	for i, first := range order {
-		name := filepath.Join(s.dir, genName(first))
-		if first <= s.trimmed {
-			// Trimmed, but the crash came before the files were deleted.
-			if err := removeGenFiles(name); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		last := i == len(order)-1
-		g, dropped, err := loadGen(s.dir, first, t.schemaBytes, last, !e.opts.QuickOpen, laterAcked[i+1], e.opts.Clock.Now())
-		if err == errAbandoned {
-			e.opts.Logger.Warn("wal: removing generation whose creation did not finish", "file", name+".arrows")
-			if err := removeGenFiles(name); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if g.first != s.next {
-			return nil, fmt.Errorf("%s: generation starts at position %d, expected %d: %w", g.dataPath, g.first, s.next, ErrCorruptEntry)
-		}
-		if dropped > 0 {
-			e.opts.Logger.Warn("wal: truncated torn tail of open generation",
-				"file", g.dataPath, "kept_through", g.first+uint64(len(g.ents))-1, "dropped_index_records", dropped)
-		}
-		s.gens = append(s.gens, g)
-		s.next = g.first + uint64(len(g.ents))
-		if !g.sealed && !last {
-			// A rotation whose sync never completed: no entry after
-			// this generation was acknowledged (loadGen checked the
-			// synced records), so the later generations go.
-			for _, later := range order[i+1:] {
-				e.opts.Logger.Warn("wal: removing generation written after an unfinished rotation",
-					"file", filepath.Join(s.dir, genName(later)+".arrows"))
-				if err := removeGenFiles(filepath.Join(s.dir, genName(later))); err != nil {
-					return nil, err
-				}
-			}
-			break
-		}
-	}
-	if g := s.open(); g != nil {
-		if err := g.reopen(); err != nil {
-			return nil, err
-		}
-	}
-	s.synced = s.next - 1
-	s.written = s.synced
-	return s, nil
-}
-
-func removeGenFiles(base string) error {
-	for _, p := range []string{base + ".idx", base + ".arrows"} {
-		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-			return err
-		}
 	}
 	return nil
 }

@@ -25,6 +25,9 @@ func (s *shard) append(raw []byte) (uint64, error) {
 		if s.err != nil {
 			return 0, s.err
 		}
+		if s.frozen != nil {
+			return 0, s.frozen
+		}
 		g = s.open()
 		if g != nil && (len(g.ents) == 0 || g.size+int64(len(raw)) <= s.e.opts.MaxGenerationBytes && !s.expired(g)) {
 			break
@@ -93,7 +96,7 @@ func (s *shard) expired(g *gen) bool {
 
 // fail records a sticky write or sync failure and returns it.
 func (s *shard) fail(what string, err error) error {
-	s.err = fmt.Errorf("table %q shard %d: %s: %v: %w", s.t.name, s.id, what, err, ErrIO)
+	s.err = fmt.Errorf("table %q shard %d: %s: %w: %w", s.t.name, s.id, what, err, ErrIO)
 	s.cond.Broadcast()
 	return s.err
 }
@@ -259,7 +262,7 @@ func (s *shard) sealNowLocked(g *gen) error {
 	if err := s.writeSeal(g); err != nil {
 		return err
 	}
-	if err := fdatasync(g.idx); err != nil {
+	if err := syncData(g.idx); err != nil {
 		return s.fail("seal "+g.idxPath, err)
 	}
 	g.closeFiles()
@@ -274,6 +277,9 @@ func (s *shard) seal() (Generation, error) {
 	for {
 		if s.err != nil {
 			return Generation{}, s.err
+		}
+		if s.frozen != nil {
+			return Generation{}, s.frozen
 		}
 		g := s.open()
 		switch {

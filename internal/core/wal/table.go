@@ -2,13 +2,17 @@ package wal
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/durable"
 )
 
 const (
@@ -40,6 +44,10 @@ type table struct {
 
 	epochMu sync.Mutex // serialises epoch CAS and trims against it
 	epoch   uint64
+	// epochErr is set when making an epoch durable failed in its fsync:
+	// the epoch on disk is then unknown, and every CAS and trim fails with
+	// it until the engine is reopened (recovery reads what is durable).
+	epochErr error
 }
 
 func shardDirName(i int) string { return fmt.Sprintf("shard-%04d", i) }
@@ -51,7 +59,9 @@ func (t *table) info() TableInfo {
 }
 
 // createTableDir builds a table directory under a temporary name and renames
-// it into place, so a crash leaves either no table or a complete one.
+// it into place, so a crash leaves either no table or a complete one. The
+// directory and its shard directories are synced before the rename, the
+// tables directory after it (durable.Rename).
 func createTableDir(tablesDir, name string, schemaBytes []byte, schema *arrow.Schema, shards int, now time.Time) error {
 	tmp := filepath.Join(tablesDir, ".tmp-"+name)
 	if err := os.RemoveAll(tmp); err != nil {
@@ -65,39 +75,59 @@ func createTableDir(tablesDir, name string, schemaBytes []byte, schema *arrow.Sc
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(tmp, tableFileName, append(b, '\n')); err != nil {
+	if err := durable.WriteNew(filepath.Join(tmp, tableFileName), append(b, '\n')); err != nil {
 		return err
 	}
-	if err := writeUint(tmp, epochFileName, 0); err != nil {
+	if err := durable.WriteNew(filepath.Join(tmp, epochFileName), []byte("0\n")); err != nil {
 		return err
 	}
 	for i := 0; i < shards; i++ {
-		if err := os.Mkdir(filepath.Join(tmp, shardDirName(i)), 0o755); err != nil {
+		d := filepath.Join(tmp, shardDirName(i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		if err := durable.SyncDir(d); err != nil {
 			return err
 		}
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := durable.SyncDir(tmp); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(tablesDir, name)); err != nil {
-		return err
-	}
-	return syncDir(tablesDir)
+	return durable.Rename(tmp, filepath.Join(tablesDir, name))
 }
 
-// loadTable reads a table directory and recovers its shards.
-func (e *Engine) loadTable(dir, name string) (*table, error) {
-	b, err := os.ReadFile(filepath.Join(dir, tableFileName))
-	if err != nil {
-		return nil, fmt.Errorf("table %q: %w", name, err)
-	}
+// decodeTableFile parses a table registration record (table.json) of the
+// table name; path names it in the error, which is a *corruptError.
+func decodeTableFile(path, name string, b []byte) (tableFile, *arrow.Schema, error) {
 	var tf tableFile
 	if err := json.Unmarshal(b, &tf); err != nil || tf.Version != 1 || tf.Name != name {
-		return nil, fmt.Errorf("%s: unreadable or not version 1 for table %q (%v): %w", filepath.Join(dir, tableFileName), name, err, ErrCorruptEntry)
+		return tf, nil, corruptAt(path, 0, 0, "unreadable or not version 1 for table %q (%v)", name, err)
+	}
+	if err := validateShards(tf.Shards); err != nil {
+		return tf, nil, corruptAt(path, 0, 0, "%v", err)
 	}
 	schema, err := DecodeSchema(tf.SchemaIPC)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v: %w", filepath.Join(dir, tableFileName), err, ErrCorruptEntry)
+		return tf, nil, corruptAt(path, 0, 0, "schema: %v", err)
+	}
+	return tf, schema, nil
+}
+
+// loadTable reads a table directory and recovers its shards. A damaged
+// registration or epoch fails with a *corruptError; damage inside a shard
+// is contained in it (loadShard).
+func (e *Engine) loadTable(dir, name string) (*table, error) {
+	p := filepath.Join(dir, tableFileName)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, corruptAt(p, 0, 0, "table registration missing")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", name, err)
+	}
+	tf, schema, err := decodeTableFile(p, name, b)
+	if err != nil {
+		return nil, err
 	}
 	t := &table{name: name, dir: dir, schema: schema, schemaBytes: tf.SchemaIPC, created: tf.Created}
 	if t.epoch, err = readUint(dir, epochFileName); err != nil {
@@ -128,6 +158,9 @@ func (t *table) closeShards() error {
 func (t *table) advanceEpoch(expect uint64) (uint64, error) {
 	t.epochMu.Lock()
 	defer t.epochMu.Unlock()
+	if t.epochErr != nil {
+		return 0, t.epochErr
+	}
 	if t.epoch != expect {
 		return 0, &EpochConflictError{Table: t.name, Expect: expect, Current: t.epoch}
 	}
@@ -136,7 +169,11 @@ func (t *table) advanceEpoch(expect uint64) (uint64, error) {
 		if v, rerr := readUint(t.dir, epochFileName); rerr == nil {
 			t.epoch = v
 		}
-		return 0, fmt.Errorf("table %q: advance epoch %d: %v: %w", t.name, expect, err, ErrIO)
+		err = fmt.Errorf("table %q: advance epoch %d: %w: %w", t.name, expect, err, ErrIO)
+		if errors.Is(err, durable.ErrSyncFailed) {
+			t.epochErr = err
+		}
+		return 0, err
 	}
 	t.epoch = expect + 1
 	return t.epoch, nil

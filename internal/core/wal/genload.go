@@ -1,0 +1,317 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/walctl/walctl/internal/core/durable"
+)
+
+// corruptError is an integrity failure found in a WAL file: the file, the
+// byte in it and the WAL position concerned. It wraps ErrCorruptEntry.
+type corruptError struct {
+	File     string
+	Offset   int64
+	Position uint64
+	Detail   string
+	// last is the generation's last position when its index is intact and
+	// sealed (only its data is damaged); 0 when unknown.
+	last uint64
+}
+
+func (e *corruptError) Error() string {
+	return fmt.Sprintf("%s: byte %d (position %d): %s: %v", e.File, e.Offset, e.Position, e.Detail, ErrCorruptEntry)
+}
+
+func (e *corruptError) Unwrap() error { return ErrCorruptEntry }
+
+func corruptAt(file string, off int64, pos uint64, format string, args ...any) *corruptError {
+	return &corruptError{File: file, Offset: off, Position: pos, Detail: fmt.Sprintf(format, args...)}
+}
+
+// errAbandoned reports a last generation whose creation never completed
+// (header or schema prefix missing): it cannot hold an ACKed entry.
+var errAbandoned = errors.New("abandoned generation")
+
+// tailCut describes what recovery cut off the end of an open generation.
+type tailCut struct {
+	from       uint64 // first position cut
+	entries    int    // entries with a readable index record that were cut
+	dataBytes  int64  // bytes cut from the data file
+	idxRecords int    // whole index records cut
+	why        string // the first invalid thing found
+}
+
+// idxEvidence reads what an index file proves about acknowledgements: the
+// highest position a readable synced record vouches for, and whether the
+// file ends with a valid seal record (written only after a sync that covered
+// every earlier generation of the shard).
+func idxEvidence(b []byte) (synced uint64, sealed bool) {
+	n := len(b) / recSize
+	for i := 1; i < n; i++ {
+		if r, ok := unmarshalRec(b[i*recSize:]); ok && r.kind == kindSynced {
+			synced = max(synced, r.a)
+		}
+	}
+	if n >= 2 {
+		r, ok := unmarshalRec(b[(n-1)*recSize:])
+		sealed = ok && r.kind == kindSeal
+	}
+	return synced, sealed
+}
+
+// genParts is what loadGen reads of one generation.
+type genParts struct {
+	idx      []byte
+	data     *os.File
+	dataSize int64
+}
+
+// loadGen reads a generation's index and checks it against its data file.
+//
+// A generation whose index ends with a valid seal record is sealed and must
+// be wholly intact (verify also checks every entry's checksum): any failure
+// is a *corruptError naming file, byte and position. Otherwise every entry
+// is checked. If the stream is complete (every entry, then the end-of-stream
+// marker) the seal is finished: the seal record, written after the sync
+// that made the stream durable, was lost or torn by a crash (at most one
+// index record may be unreadable, the last). Otherwise the first invalid
+// entry starts a torn tail that is cut off — unless a synced record, in this
+// generation or a later one, or a sealed later generation (both in
+// laterAcked) proves a position in that tail acknowledged: that is damage,
+// reported instead. last tells whether a missing header may be an abandoned
+// creation (errAbandoned).
+func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, laterAcked uint64, now time.Time) (*gen, tailCut, error) {
+	g := &gen{first: first,
+		dataPath: filepath.Join(dir, genName(first)+".arrows"),
+		idxPath:  filepath.Join(dir, genName(first)+".idx")}
+	var gf genParts
+	var err error
+	if gf.idx, err = os.ReadFile(g.idxPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, tailCut{}, err
+	}
+	if gf.data, err = os.Open(g.dataPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, tailCut{}, err
+	}
+	if gf.data != nil {
+		defer gf.data.Close()
+		st, err := gf.data.Stat()
+		if err != nil {
+			return nil, tailCut{}, err
+		}
+		gf.dataSize = st.Size()
+	}
+	synced, _ := idxEvidence(gf.idx)
+	hdr, ok := unmarshalRec(gf.idx)
+	if ok && gf.data != nil {
+		prefix := make([]byte, len(schemaBytes))
+		ok = readFull(gf.data, prefix, 0) == nil && hdr.kind == kindHeader && hdr.a == first &&
+			hdr.crc == crc32c(schemaBytes) && string(prefix) == string(schemaBytes)
+	}
+	if !ok || gf.data == nil {
+		if last && synced < first {
+			return nil, tailCut{}, errAbandoned
+		}
+		return nil, tailCut{}, corruptAt(g.idxPath, 0, first, "generation header or schema prefix invalid")
+	}
+	g.openedAt = time.Unix(0, int64(hdr.b))
+	return checkGen(g, gf, schemaBytes, verify, max(laterAcked, synced), now)
+}
+
+// indexWalk is what walkIndex found: where the entries end in the data
+// file, how many index records after the header were accepted, and the
+// first invalid thing (bad, at index record badRec), if any.
+type indexWalk struct {
+	off      int64
+	consumed int
+	bad      *corruptError
+	badRec   int
+}
+
+// walkIndex checks g's index records in order against the data file,
+// starting at off (after the schema prefix), filling g.ents, and stops at
+// the first invalid one. Entries are checksummed when verify or when the
+// generation is not sealed.
+func walkIndex(g *gen, gf genParts, off int64, verify, sealed bool) indexWalk {
+	w := indexWalk{off: off, badRec: -1}
+	nFull := len(gf.idx) / recSize
+	var buf []byte
+	for i := 1; i < nFull && w.bad == nil; i++ {
+		recOff := int64(i) * recSize
+		pos := g.first + uint64(len(g.ents))
+		r, ok := unmarshalRec(gf.idx[recOff:])
+		switch {
+		case !ok:
+			w.bad = corruptAt(g.idxPath, recOff, pos, "index record %d fails its checksum", i)
+		case g.sealed:
+			w.bad = corruptAt(g.idxPath, recOff, pos, "index record %d follows the seal record", i)
+		case r.kind == kindEntry:
+			ok := r.a == uint64(w.off) && r.b > 0 && r.b <= uint64(gf.dataSize-w.off)
+			if ok && (verify || !sealed) { // unsealed: always checked
+				if uint64(cap(buf)) < r.b {
+					buf = make([]byte, r.b) // bounded by the file's size
+				}
+				b := buf[:r.b]
+				ok = readFull(gf.data, b, w.off) == nil && crc32c(b) == r.crc
+			}
+			if !ok {
+				w.bad = corruptAt(g.dataPath, w.off, pos, "entry at offset %d length %d (index record %d) fails its checksum or lies outside the file", r.a, r.b, i)
+				break
+			}
+			g.ents = append(g.ents, entryMeta{off: w.off, n: int64(r.b), crc: r.crc})
+			w.off += int64(r.b)
+		case r.kind == kindSeal:
+			tail := make([]byte, len(eos))
+			err := readFull(gf.data, tail, w.off)
+			if r.a != uint64(w.off)+uint64(len(eos)) || gf.dataSize != int64(r.a) || err != nil || string(tail) != string(eos) {
+				w.bad = corruptAt(g.dataPath, w.off, pos, "sealed generation has %d bytes and its entries end at %d, seal record says %d", gf.dataSize, w.off, r.a)
+				break
+			}
+			g.sealed, g.sealedAt = true, time.Unix(0, int64(r.b))
+			w.off = int64(r.a)
+		case r.kind == kindSynced:
+			g.marked = max(g.marked, r.a)
+		default:
+			w.bad = corruptAt(g.idxPath, recOff, pos, "unknown index record kind %d", r.kind)
+		}
+		if w.bad == nil {
+			w.consumed++
+		} else {
+			w.badRec = i
+		}
+	}
+	return w
+}
+
+// checkGen walks a generation's index records against its data file (see
+// loadGen); acked is the highest position known to be acknowledged.
+func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64, now time.Time) (*gen, tailCut, error) {
+	_, sealed := idxEvidence(gf.idx)
+	nFull := len(gf.idx) / recSize
+	w := walkIndex(g, gf, int64(len(schemaBytes)), verify, sealed)
+	consumed, bad, badRec, off := w.consumed, w.bad, w.badRec, w.off
+	if sealed {
+		if bad == nil && len(gf.idx)%recSize != 0 {
+			bad = corruptAt(g.idxPath, int64(nFull)*recSize, g.first+uint64(len(g.ents)), "partial index record after the seal record")
+		}
+		if bad != nil {
+			bad.last = sealedLast(g.first, gf.idx)
+			return nil, tailCut{}, bad
+		}
+		g.size, g.idxSize = off, int64(len(gf.idx))
+		return g, tailCut{}, nil
+	}
+	// Unsealed. A complete stream whose only flaw is its last index record
+	// (a seal record the crash tore, garbled or zeroed): finish the seal.
+	if (bad == nil || badRec == nFull-1 && bad.File == g.idxPath) && gf.dataSize == off+int64(len(eos)) {
+		if err := finishSeal(g, off, gf.dataSize, consumed, gf.data, now); err == nil {
+			g.idxSize = int64(2+consumed) * recSize
+			return g, tailCut{}, nil
+		} else if !errors.Is(err, errNoEOS) {
+			return nil, tailCut{}, err
+		}
+	}
+	end := g.first + uint64(len(g.ents)) // first position not kept
+	if end <= acked {
+		if bad != nil {
+			bad.Detail += fmt.Sprintf(" (position %d was acknowledged: this is damage, not a torn tail)", acked)
+			return nil, tailCut{}, bad
+		}
+		return nil, tailCut{}, corruptAt(g.dataPath, off, end, "generation ends before acknowledged position %d", acked)
+	}
+	g.size, g.idxSize = off, int64(1+consumed)*recSize
+	cut := tailCut{from: end, dataBytes: gf.dataSize - off, idxRecords: nFull - 1 - consumed}
+	if bad != nil {
+		cut.why = bad.Error()
+	}
+	for i := max(badRec, 1); badRec >= 0 && i < nFull; i++ {
+		if r, ok := unmarshalRec(gf.idx[i*recSize:]); !ok || r.kind == kindEntry {
+			cut.entries++ // an unreadable record may have been an entry's
+		}
+	}
+	if gf.dataSize != g.size || int64(len(gf.idx)) != g.idxSize {
+		if err := truncateGen(g); err != nil {
+			return nil, tailCut{}, err
+		}
+	}
+	return g, cut, nil
+}
+
+// sealedLast returns the last position of a sealed generation whose index
+// records all pass their checksums (the index alone then says how many
+// entries it holds), or 0.
+func sealedLast(first uint64, idx []byte) uint64 {
+	if len(idx)%recSize != 0 {
+		return 0
+	}
+	n := uint64(0)
+	for i := recSize; i < len(idx); i += recSize {
+		r, ok := unmarshalRec(idx[i:])
+		if !ok {
+			return 0
+		}
+		if r.kind == kindEntry {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return first + n - 1
+}
+
+var errNoEOS = errors.New("no end-of-stream marker")
+
+// finishSeal writes the seal record of a generation whose data file ends
+// with the end-of-stream marker right after its entries (at off), over
+// whatever torn record followed the last one consumed.
+func finishSeal(g *gen, off, dataSize int64, consumed int, data *os.File, now time.Time) error {
+	tail := make([]byte, len(eos))
+	if readFull(data, tail, off) != nil || string(tail) != string(eos) {
+		return errNoEOS
+	}
+	f, err := os.OpenFile(g.idxPath, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rec := idxRec{kind: kindSeal, a: uint64(dataSize), b: uint64(now.UnixNano())}.marshal()
+	if _, err := f.WriteAt(rec, int64(1+consumed)*recSize); err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(2+consumed) * recSize); err != nil {
+		return err
+	}
+	if err := durable.SyncFile(f); err != nil {
+		return fmt.Errorf("finish seal of %s: %w", g.idxPath, err)
+	}
+	g.sealed, g.sealedAt, g.size = true, now, dataSize
+	return nil
+}
+
+// truncateGen cuts an open generation's files back to its whole entries.
+func truncateGen(g *gen) error {
+	for _, f := range []struct {
+		path string
+		size int64
+	}{{g.dataPath, g.size}, {g.idxPath, g.idxSize}} {
+		fh, err := os.OpenFile(f.path, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		err = fh.Truncate(f.size)
+		if err == nil {
+			err = durable.SyncFile(fh)
+		}
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("truncate torn tail of %s: %w", f.path, err)
+		}
+	}
+	return nil
+}

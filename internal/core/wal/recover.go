@@ -1,0 +1,273 @@
+package wal
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/walctl/walctl/internal/core/durable"
+)
+
+// loadShard recovers one shard (doc.go, Recovery). Damage is contained: an
+// integrity failure in one generation becomes a hole (damage.go) and the
+// shard keeps serving what lies before it, and after it when later
+// generations are intact; a failure that leaves the shard's state unknown
+// (an unreadable counter, a stray file) freezes the whole shard. Other
+// errors (I/O) fail the open.
+func (e *Engine) loadShard(t *table, id int) (*shard, error) {
+	s := &shard{e: e, t: t, id: id, dir: filepath.Join(t.dir, shardDirName(id))}
+	s.cond = sync.NewCond(&s.mu)
+	err := e.recoverShard(s)
+	var ce *corruptError
+	if errors.As(err, &ce) {
+		for _, g := range s.gens {
+			g.closeFiles()
+		}
+		s.gens = nil
+		s.addHole(s.newHole(ce, 0, s.trimmed+1, 0))
+		s.next = s.trimmed + 1
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.synced = s.next - 1
+	s.written = s.synced
+	return s, nil
+}
+
+func (e *Engine) recoverShard(s *shard) error {
+	var err error
+	if s.trimmed, err = readUint(s.dir, trimmedFileName); err != nil {
+		return err
+	}
+	s.next = s.trimmed + 1
+	quarantined, err := e.readQuarantine(s.t.name, s.id)
+	if err != nil {
+		return err
+	}
+	order, err := listGens(s.dir)
+	if err != nil {
+		return err
+	}
+	if n := len(order); n > 0 {
+		// A last generation without entry records holds nothing; it may
+		// be a rotation interrupted before the previous seal completed.
+		base := filepath.Join(s.dir, genName(order[n-1]))
+		if st, err := os.Stat(base + ".idx"); err != nil || st.Size() < 2*recSize {
+			if err := removeGenFiles(s.dir, base); err != nil {
+				return err
+			}
+			order = order[:n-1]
+		}
+	}
+	laterAcked := ackEvidence(s.dir, order)
+	for i, first := range order {
+		base := filepath.Join(s.dir, genName(first))
+		if first <= s.trimmed {
+			// Trimmed, but the crash came before the files were deleted.
+			if err := removeGenFiles(s.dir, base); err != nil {
+				return err
+			}
+			continue
+		}
+		if h := findHole(quarantined, first); h != nil {
+			e.opts.Logger.Error("wal: generation files inside a quarantined range are not served; remove the quarantine record to serve them again",
+				"file", base+".arrows", "quarantine", h.rep.Quarantined)
+			continue
+		}
+		if err := s.bridge(first, quarantined, base); err != nil {
+			return err
+		}
+		last := i == len(order)-1
+		g, cut, err := loadGen(s.dir, first, s.t.schemaBytes, last, !e.opts.QuickOpen, laterAcked[i+1], e.opts.Clock.Now())
+		if err == errAbandoned {
+			e.opts.Logger.Warn("wal: removing generation whose creation did not finish", "file", base+".arrows")
+			if err := removeGenFiles(s.dir, base); err != nil {
+				return err
+			}
+			continue
+		}
+		var ce *corruptError
+		if errors.As(err, &ce) {
+			if last && ce.last == 0 {
+				s.addHole(s.newHole(ce, first, first, 0))
+				return nil
+			}
+			if last {
+				// Sealed with an intact index: its end is known.
+				s.addHole(s.newHole(ce, first, first, ce.last))
+				s.next = ce.last + 1
+				continue
+			}
+			s.addHole(s.newHole(ce, first, first, order[i+1]-1))
+			s.next = order[i+1]
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.logCut(g, cut)
+		s.gens = append(s.gens, g)
+		s.next = g.first + uint64(len(g.ents))
+		if !g.sealed && !last {
+			// A rotation whose covering sync never completed: its stream
+			// is incomplete, and no later generation holds a synced record
+			// or a seal (loadGen checked laterAcked), so nothing after it
+			// was acknowledged.
+			for _, later := range order[i+1:] {
+				e.opts.Logger.Error("wal: removing generation written after an unfinished rotation (none of it was acknowledged)",
+					"file", filepath.Join(s.dir, genName(later)+".arrows"), "first_position", later)
+				if err := removeGenFiles(s.dir, filepath.Join(s.dir, genName(later))); err != nil {
+					return err
+				}
+			}
+			break
+		}
+	}
+	// Positions of quarantined generations are never issued again, even
+	// when the last generation was quarantined.
+	for _, h := range quarantined {
+		if h.rep.Last >= s.next {
+			s.holes = append(s.holes, h)
+			s.next = h.rep.Last + 1
+		}
+	}
+	if g := s.open(); g != nil {
+		return g.reopen()
+	}
+	return nil
+}
+
+// bridge accounts for the positions between s.next and first, the next
+// generation found: quarantined ranges, or damage (missing files).
+func (s *shard) bridge(first uint64, quarantined []hole, base string) error {
+	for first > s.next {
+		h := findHole(quarantined, s.next)
+		if h == nil {
+			s.addHole(s.newHole(corruptAt(base+".arrows", 0, s.next, "positions %d..%d are missing: no generation file holds them", s.next, first-1), 0, s.next, first-1))
+			s.next = first
+			break
+		}
+		s.holes = append(s.holes, *h)
+		s.next = h.rep.Last + 1
+	}
+	if first < s.next {
+		return corruptAt(base+".arrows", 0, first, "generation starts at position %d, inside positions already held (next is %d)", first, s.next)
+	}
+	return nil
+}
+
+func findHole(hs []hole, pos uint64) *hole {
+	for i := range hs {
+		if hs[i].rep.First <= pos && pos <= hs[i].end() {
+			return &hs[i]
+		}
+	}
+	return nil
+}
+
+// ackEvidence returns, for each i, the highest position the generations
+// after order[i] prove acknowledged: their synced records, and the first
+// position of a sealed one (its seal record follows a sync that covered
+// every earlier generation). The last element is 0.
+func ackEvidence(dir string, order []uint64) []uint64 {
+	out := make([]uint64, len(order)+1)
+	for i := len(order) - 1; i >= 0; i-- {
+		b, _ := os.ReadFile(filepath.Join(dir, genName(order[i])+".idx"))
+		synced, sealed := idxEvidence(b)
+		if sealed {
+			synced = max(synced, order[i])
+		}
+		out[i] = max(out[i+1], synced)
+	}
+	return out
+}
+
+// listGens returns the first positions of a shard directory's generations,
+// ascending, after removing unfinished temporary files.
+func listGens(dir string) ([]uint64, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	firsts := map[uint64]bool{}
+	removed := false
+	for _, de := range des {
+		n := de.Name()
+		if strings.HasPrefix(n, ".tmp-") {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil && !os.IsNotExist(err) {
+				return nil, err
+			}
+			removed = true
+			continue
+		}
+		if n == trimmedFileName {
+			continue
+		}
+		v, ok := parseGenName(n)
+		if !ok {
+			return nil, corruptAt(filepath.Join(dir, n), 0, 0, "unexpected file in a shard directory")
+		}
+		firsts[v] = true
+	}
+	if removed {
+		if err := durable.SyncDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	order := make([]uint64, 0, len(firsts))
+	for v := range firsts {
+		order = append(order, v)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
+	return order, nil
+}
+
+// parseGenName returns the first position named by a generation file name.
+func parseGenName(n string) (uint64, bool) {
+	base, ok := strings.CutPrefix(n, "gen-")
+	if !ok {
+		return 0, false
+	}
+	if b, isData := strings.CutSuffix(base, ".arrows"); isData {
+		base = b
+	} else if base, ok = strings.CutSuffix(base, ".idx"); !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(base, 10, 64)
+	return v, err == nil && v > 0 && len(base) == 20
+}
+
+// removeGenFiles deletes a generation's files and makes the deletion
+// durable (one sync of the shard directory).
+func removeGenFiles(dir, base string) error {
+	for _, p := range []string{base + ".idx", base + ".arrows"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return durable.SyncDir(dir)
+}
+
+// logCut reports what recovery cut off an open generation's end: at error
+// level when an entry the index recorded was cut (a torn write or damage
+// to the last entries: the two cannot be told apart), as a warning when
+// only bytes no index record described (an unfinished append) went.
+func (s *shard) logCut(g *gen, c tailCut) {
+	if c.dataBytes == 0 && c.idxRecords == 0 {
+		return
+	}
+	args := []any{"table", s.t.name, "shard", s.id, "file", g.dataPath, "kept_through", c.from - 1,
+		"first_cut_position", c.from, "cut_entries", c.entries, "cut_data_bytes", c.dataBytes, "cut_index_records", c.idxRecords}
+	if c.entries > 0 {
+		s.e.opts.Logger.Error("wal: cut damaged or torn entries off the end of the open generation (never acknowledged unless the disk damaged them)",
+			append(args, "first_failure", c.why)...)
+		return
+	}
+	s.e.opts.Logger.Warn("wal: truncated torn tail of open generation", args...)
+}
