@@ -199,6 +199,7 @@ func (s *Session) probe(ctx context.Context, res *Result) (bool, error) {
 // unsealed counts, for an idle round's result, the entries of open
 // generations: ACKed, not publishable until sealed.
 func (s *Session) unsealed(ctx context.Context, res *Result, stats wal.TableStats) error {
+	res.UnsealedEntries, res.UnsealedGenerations = 0, 0
 	for _, sh := range stats.Shards {
 		if sh.OpenGenerations == 0 {
 			continue
