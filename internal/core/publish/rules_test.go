@@ -159,8 +159,16 @@ func TestWALRestoredFromOlderBackupFailsLoudly(t *testing.T) {
 			}
 		}
 	}
-	_, err = e.publisher("w2").Acquire(e.ctx, "orders")
-	check("acquire", err)
+	s2, err := e.publisher("w2").Acquire(e.ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Release(context.Background())
+	_, err = s2.Round(e.ctx)
+	check("round", err)
+	if err := s2.p.stopped.check("orders"); err != nil {
+		t.Fatalf("an integrity error stopped the table like a storage failure: %v", err)
+	}
 	// The plan builder refuses on its own too.
 	_, err = BuildPlan("orders", Watermarks{0: 5}, []Pending{{Shard: 0, Watermark: 5, LastPosition: 3}}, Limits{MaxBytes: 1, MaxGenerations: 1, FileBytes: 1})
 	check("BuildPlan", err)

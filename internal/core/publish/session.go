@@ -165,8 +165,10 @@ func (p *Publisher) Acquire(ctx context.Context, table string) (*Session, error)
 		return nil, err
 	}
 	s := &Session{p: p, table: table, claim: claim, log: p.cfg.Logger.With("table", table)}
-	work, err := s.probe(ctx, &Result{})
-	if err == nil && work {
+	// The probe only spares an idle table the epoch advance: when it fails
+	// (the table and the WAL disagree, a dependency is down) the epoch is
+	// advanced as for work, and the first round fails loudly with the cause.
+	if work, perr := s.probe(ctx, &Result{}); perr != nil || work {
 		err = s.advanceEpoch(ctx)
 	}
 	if err != nil {
