@@ -91,10 +91,10 @@ type Report struct {
 	UncomparedFragments int   `json:"uncompared_fragments"`
 	// Complete is set when every row of the table was compared with the
 	// WAL records it came from.
-	Complete bool `json:"complete"`
-	Missing     int64              `json:"missing"`
-	Duplicated  int64              `json:"duplicated"`
-	Unexpected  int64              `json:"unexpected"`
+	Complete   bool  `json:"complete"`
+	Missing    int64 `json:"missing"`
+	Duplicated int64 `json:"duplicated"`
+	Unexpected int64 `json:"unexpected"`
 	// AboveWatermark are table rows equal to retained WAL records above the
 	// watermark (published without the watermark that covers them).
 	AboveWatermark int64         `json:"above_watermark"`
