@@ -297,6 +297,9 @@ func decodeRecord(data []byte, kind string, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("data after the record: %w", errs.ErrCorrupt)
 	}
+	if c, ok := v.(interface{ check() error }); ok {
+		return c.check()
+	}
 	return nil
 }
 
