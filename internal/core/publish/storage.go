@@ -28,6 +28,8 @@ type StorageError struct {
 	Err   error
 }
 
+// Error names the table, the failed fsync (directory or file, errno) and
+// what to do.
 func (e *StorageError) Error() string {
 	return fmt.Sprintf("table %s: %v: %v; restart walctl once the storage is repaired (a fresh process re-reads what is on disk)", e.Table, e.Err, ErrStorageFailed)
 }
