@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
@@ -109,7 +110,11 @@ func (m *Manifest) Transaction(root string) (txn Transaction, ok bool, err error
 			return txn, false, fmt.Errorf("%s: transaction section: %w", m.Path, err)
 		}
 	case m.pb.TransactionFile != "":
-		p := root + "/_transactions/" + m.pb.TransactionFile
+		name := m.pb.TransactionFile
+		if name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+			return txn, false, fmt.Errorf("%s: transaction file %q is not a file name: %w", m.Path, name, ErrCorruptManifest)
+		}
+		p := root + "/_transactions/" + name
 		body, err = os.ReadFile(p)
 		if err != nil {
 			return txn, false, fmt.Errorf("transaction of version %d: %w", m.Version, err)
