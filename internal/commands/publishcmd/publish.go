@@ -136,8 +136,13 @@ func publishRun(ctx context.Context, opts *Options) (err error) {
 	if opts.Prepare {
 		verb = "prepared"
 	}
-	prog.Done(fmt.Sprintf("%s %s: %s rows from %s of WAL in %d round(s) at epoch %d", verb, opts.Table,
-		humanize.Comma(int64(rows)), humanize.IBytes(uint64(bytes)), len(sum.Rounds), sum.Epoch))
+	sum.Epoch = s.Epoch() // advanced only once a round found work
+	done := fmt.Sprintf("%s %s: %s rows from %s of WAL in %d round(s) at epoch %d", verb, opts.Table,
+		humanize.Comma(int64(rows)), humanize.IBytes(uint64(bytes)), len(sum.Rounds), sum.Epoch)
+	if last := sum.Rounds[len(sum.Rounds)-1]; last.UnsealedEntries > 0 {
+		done += fmt.Sprintf("; %d entries are not sealed yet: run `walctl wal seal --table %s`", last.UnsealedEntries, opts.Table)
+	}
+	prog.Done(done)
 	return f.Print(sum, func() *render.Table {
 		t := render.NewTable("table", "outcome", "plan", "adopted", "reused", "files", "rows", "version", "watermarks")
 		for _, r := range sum.Rounds {

@@ -75,8 +75,7 @@ func verifyRun(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if rep.OK {
-		fmt.Fprintf(f.IOStreams.ErrOut, "verified %s version %d: %d rows, %d compared with the WAL, no missing or duplicated records\n",
-			rep.Table, rep.Version, rep.TableRows, rep.CheckedRows)
+		fmt.Fprintln(f.IOStreams.ErrOut, rep.Summary())
 	}
 	return rep.Err()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancepb"
 )
@@ -310,18 +311,21 @@ func (d *Dataset) usesV2Naming(parent uint64) bool {
 }
 
 // putManifest is put-if-not-exists of version v: temp file, fsync, link(2)
-// to the final name (EEXIST = lost race), fsync of _versions.
+// to the final name (EEXIST = lost race), fsync of _versions. A failed
+// fsync after the link is ErrCommitUnknown wrapping durable.ErrSyncFailed:
+// the version is visible but may not survive a power loss, and syncing
+// again proves nothing.
 func (d *Dataset) putManifest(ctx context.Context, v uint64, v2 bool, data []byte) error {
 	final := filepath.Join(d.root, versionsDir, manifestName(v, v2))
 	if _, err := os.Stat(filepath.Join(d.root, versionsDir, manifestName(v, !v2))); err == nil {
 		return fmt.Errorf("version %d of %s: %w", v, d.root, ErrCommitConflict)
 	}
-	if err := os.MkdirAll(filepath.Join(d.root, tmpDir), 0o755); err != nil {
+	if err := durable.MkdirAll(filepath.Join(d.root, tmpDir), 0o755); err != nil {
 		return err
 	}
 	tmp := filepath.Join(d.root, tmpDir, uuid.NewString()+".manifest")
-	if err := writeSynced(tmp, data); err != nil {
-		return err
+	if err := durable.WriteNew(tmp, data); err != nil {
+		return fmt.Errorf("write manifest of version %d of %s: %w", v, d.root, err)
 	}
 	defer os.Remove(tmp)
 	if err := ctx.Err(); err != nil {
@@ -332,7 +336,7 @@ func (d *Dataset) putManifest(ctx context.Context, v uint64, v2 bool, data []byt
 			return err
 		}
 	}
-	if err := os.Link(tmp, final); err != nil {
+	if err := durable.Link(tmp, final); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("version %d of %s: %w", v, d.root, ErrCommitConflict)
 		}
@@ -343,28 +347,10 @@ func (d *Dataset) putManifest(ctx context.Context, v uint64, v2 bool, data []byt
 			return fmt.Errorf("version %d of %s: %w: %w", v, d.root, ErrCommitUnknown, err)
 		}
 	}
-	if err := syncDir(filepath.Dir(final)); err != nil {
-		return fmt.Errorf("sync %s: %w: %w", filepath.Dir(final), ErrCommitUnknown, err)
+	if err := durable.SyncDir(filepath.Dir(final)); err != nil {
+		return fmt.Errorf("version %d of %s: %w: %w", v, d.root, ErrCommitUnknown, err)
 	}
 	return nil
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-	}
-	return err
 }
 
 // commitInitial writes version 1 of a new dataset: the schema, no

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
 	"github.com/walctl/walctl/internal/core/writeback"
@@ -115,7 +116,7 @@ func (d *Dataset) CreateFile(schema *Schema, opts FileOptions) (*FileWriter, err
 	if strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return nil, fmt.Errorf("data file name %q: %w", name, errs.ErrInvalid)
 	}
-	if err := os.MkdirAll(filepath.Join(d.root, dataDir), 0o755); err != nil {
+	if err := durable.MkdirAll(filepath.Join(d.root, dataDir), 0o755); err != nil {
 		return nil, err
 	}
 	rel := dataDir + "/" + name
@@ -165,8 +166,10 @@ func (w *FileWriter) Finish() error {
 	return w.finishErr
 }
 
-// Close finishes the file, fsyncs it and the data directory, and returns
-// the file's descriptor. On error the partial file is removed.
+// Close finishes the file, fsyncs it and the data directory (so the file's
+// name is durable before its descriptor can be recorded), and returns the
+// file's descriptor. On error the partial file is removed; a failed fsync
+// wraps durable.ErrSyncFailed.
 func (w *FileWriter) Close() (Descriptor, error) {
 	if w.done {
 		return Descriptor{}, fmt.Errorf("%s: already closed: %w", w.rel, errs.ErrInvalid)
@@ -174,14 +177,14 @@ func (w *FileWriter) Close() (Descriptor, error) {
 	err := w.Finish()
 	size := w.size
 	if err == nil {
-		err = w.f.Sync()
+		err = durable.SyncFile(w.f)
 	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
 	w.done = true
 	if err == nil {
-		err = syncDir(filepath.Dir(w.f.Name()))
+		err = durable.SyncDir(filepath.Dir(w.f.Name()))
 	}
 	if err != nil {
 		os.Remove(w.f.Name())
@@ -258,13 +261,4 @@ func (d *Dataset) dataPath(rel string) (string, error) {
 		return "", fmt.Errorf("data file path %q is not data/<name>: %w", rel, errs.ErrInvalid)
 	}
 	return filepath.Join(d.root, dataDir, name), nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
 )
@@ -140,10 +141,30 @@ func (d *Dataset) Manifest(v uint64) (*Manifest, error) {
 }
 
 // SyncVersions fsyncs the directory of manifests, making every version
-// linked so far durable (a commit whose directory sync failed or never ran
-// is visible before it is durable).
+// linked so far durable (a commit linked by a process that died before its
+// directory sync is visible before it is durable). An error wraps
+// durable.ErrSyncFailed: never call it again and trust the answer, the
+// versions it covered must be taken as possibly lost.
 func (d *Dataset) SyncVersions() error {
-	return syncDir(filepath.Join(d.root, versionsDir))
+	return durable.SyncDir(filepath.Join(d.root, versionsDir))
+}
+
+// SyncLayout fsyncs the dataset's directories (_versions, data, _walctl)
+// and the Lance root that holds the dataset's own name, so that a layout
+// created by a process that died before its syncs is durable before
+// anything is built on it. A publisher calls it once when it opens a table;
+// an error wraps durable.ErrSyncFailed.
+func (d *Dataset) SyncLayout() error {
+	for _, dir := range []string{versionsDir, dataDir, filepath.Dir(tmpDir), ".", ".."} {
+		p := filepath.Clean(filepath.Join(d.root, dir))
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			continue // an official writer's table may have no _walctl
+		}
+		if err := durable.SyncDir(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Latest reads the highest version.
@@ -181,12 +202,18 @@ func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, er
 	if _, err := os.Stat(filepath.Join(abs, versionsDir)); err == nil {
 		return nil, fmt.Errorf("%s: %w", abs, ErrDatasetExists)
 	}
+	// Each new directory is synced, and so is the parent that got its name,
+	// up to the first one that existed (the Lance root's parent when the
+	// root is new): the dataset cannot vanish under a later commit.
 	for _, dir := range []string{versionsDir, dataDir, tmpDir} {
-		if err := os.MkdirAll(filepath.Join(abs, dir), 0o755); err != nil {
+		if err := durable.MkdirAll(filepath.Join(abs, dir), 0o755); err != nil {
 			return nil, fmt.Errorf("create %s: %w", abs, err)
 		}
 	}
 	d := &Dataset{root: abs}
+	if err := d.SyncLayout(); err != nil {
+		return nil, err
+	}
 	if err := d.commitInitial(s, opts); err != nil {
 		return nil, err
 	}

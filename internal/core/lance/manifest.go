@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
@@ -109,7 +110,11 @@ func (m *Manifest) Transaction(root string) (txn Transaction, ok bool, err error
 			return txn, false, fmt.Errorf("%s: transaction section: %w", m.Path, err)
 		}
 	case m.pb.TransactionFile != "":
-		p := root + "/_transactions/" + m.pb.TransactionFile
+		name := m.pb.TransactionFile
+		if name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+			return txn, false, fmt.Errorf("%s: transaction file %q is not a file name: %w", m.Path, name, ErrCorruptManifest)
+		}
+		p := root + "/_transactions/" + name
 		body, err = os.ReadFile(p)
 		if err != nil {
 			return txn, false, fmt.Errorf("transaction of version %d: %w", m.Version, err)
@@ -130,11 +135,12 @@ func (m *Manifest) Transaction(root string) (txn Transaction, ok bool, err error
 
 // readSection returns the length-prefixed message at pos of a manifest file.
 func readSection(raw []byte, pos uint64) ([]byte, error) {
-	if pos+4 > uint64(len(raw)) {
+	size := uint64(len(raw))
+	if pos > size || size-pos < 4 { // no pos+4: a garbage pos near 2^64 wraps
 		return nil, fmt.Errorf("offset %d beyond end of file (%d bytes): %w", pos, len(raw), ErrCorruptManifest)
 	}
 	n := uint64(binary.LittleEndian.Uint32(raw[pos:]))
-	if pos+4+n > uint64(len(raw)) {
+	if n > size-pos-4 {
 		return nil, fmt.Errorf("message at %d of %d bytes runs past end of file (%d bytes): %w", pos, n, len(raw), ErrCorruptManifest)
 	}
 	return raw[pos+4 : pos+4+n], nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance"
@@ -32,7 +33,7 @@ func (s *Session) publish(ctx context.Context, res *Result, plan *Plan, prep *Pr
 		}
 		// Rule 7: verify every file immediately before every attempt.
 		if err := s.verify(prep); err != nil {
-			_ = s.store.RetireAttempt(prep)
+			_ = s.store.RetireAttempt(ctx, prep, s.guard)
 			return res, fmt.Errorf("plan %s attempt %s: %v: %w", plan.ID, prep.Attempt, err, ErrFilesDamaged)
 		}
 		// Early abort: the WAL already knows a newer publisher.
@@ -79,8 +80,13 @@ func (s *Session) publish(ctx context.Context, res *Result, plan *Plan, prep *Pr
 			version = cr.Version
 		case errors.Is(err, errAlreadyPublished):
 			return s.finish(ctx, res, plan, OutcomeAlreadyPublished, 0)
+		case errors.Is(err, durable.ErrSyncFailed):
+			// The manifest may be linked but a failed fsync covered it: a
+			// later sync that succeeds proves nothing, so the plan id is not
+			// looked up and nothing is trimmed (the table stops, see Round).
+			return res, fmt.Errorf("commit plan %s on version %d: %w", plan.ID, parent.Version, err)
 		case errors.Is(err, errSuperseded):
-			if rerr := s.store.RetirePlan(plan); rerr != nil {
+			if rerr := s.store.RetirePlan(ctx, plan, s.guard); rerr != nil {
 				return res, rerr
 			}
 			res.Outcome = OutcomeSuperseded
@@ -173,7 +179,7 @@ func (s *Session) finish(ctx context.Context, res *Result, plan *Plan, outcome O
 		}
 		s.log.Info("published", "plan", plan.ID, "version", version, "rows", res.Rows, "files", len(res.Files))
 	}
-	if err := s.store.RetirePlan(plan); err != nil {
+	if err := s.store.RetirePlan(ctx, plan, s.guard); err != nil {
 		return res, err
 	}
 	if err := failpoint.Inject(ctx, failpoint.AfterCommitBeforeTrim, 0); err != nil {

@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -26,6 +27,9 @@ type env struct {
 	lance string
 	gen   *synth.Generator
 	acked map[int64]int // id → times ACKed
+	// walDir and walOpts reopen the WAL engine (reopenWAL).
+	walDir  string
+	walOpts wal.Options
 }
 
 var testSchema = arrow.NewSchema([]arrow.Field{
@@ -36,7 +40,8 @@ var testSchema = arrow.NewSchema([]arrow.Field{
 
 func newEnv(t *testing.T, shards int) *env {
 	t.Helper()
-	st := stack.Start(t, 3*time.Minute, wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 64 << 10})
+	walOpts := wal.Options{MaxGenerationAge: -1, MaxGenerationBytes: 64 << 10}
+	st := stack.Start(t, 3*time.Minute, walOpts)
 	ctx, log := st.Ctx, st.WAL
 	co := st.Coord(t, coord.Config{ClaimTTL: 5 * time.Second})
 	if _, err := log.CreateTable(ctx, "orders", testSchema, shards); err != nil {
@@ -46,11 +51,37 @@ func newEnv(t *testing.T, shards int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: ctx, co: co, log: log, lance: st.LanceRoot, gen: gen, acked: map[int64]int{}}
+	return &env{t: t, ctx: ctx, co: co, log: log, lance: st.LanceRoot, gen: gen, acked: map[int64]int{},
+		walDir: filepath.Join(st.Dir, "wal"), walOpts: walOpts}
+}
+
+// reopenWAL closes the WAL engine, lets change act on its directory (a
+// backup, a restore), and opens it again.
+func (e *env) reopenWAL(change func(dir string)) {
+	e.t.Helper()
+	if err := e.log.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	change(e.walDir)
+	log, err := wal.Open(e.walDir, e.walOpts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { log.Close() })
+	e.log = log
 }
 
 // produce appends n batches of rows records to shard and seals it.
 func (e *env) produce(shard, n, rows int) {
+	e.t.Helper()
+	e.appendOpen(shard, n, rows)
+	if _, err := e.log.Seal(e.ctx, "orders", shard); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// appendOpen appends n batches of rows records to shard, unsealed.
+func (e *env) appendOpen(shard, n, rows int) {
 	e.t.Helper()
 	for i := 0; i < n; i++ {
 		b := e.gen.Batch(rows)
@@ -62,9 +93,6 @@ func (e *env) produce(shard, n, rows int) {
 			e.acked[ids.Value(j)]++
 		}
 		b.Release()
-	}
-	if _, err := e.log.Seal(e.ctx, "orders", shard); err != nil {
-		e.t.Fatal(err)
 	}
 }
 

@@ -28,6 +28,26 @@ const (
 // restored, and the entries in between are gone (rule 9).
 var ErrWatermarkBehindTrim = fmt.Errorf("table watermark is behind the WAL's trimmed position: %w", errs.ErrCorrupt)
 
+// ErrWatermarkAheadOfWAL is returned when the table's latest watermark is
+// beyond the WAL's last position: the WAL lost entries it had ACKed, re-issued
+// positions, or was restored from an older backup. Planning from there would
+// skip (or publish twice) whatever the WAL now holds at those positions.
+var ErrWatermarkAheadOfWAL = fmt.Errorf("table watermark is beyond the WAL's last position: %w", errs.ErrCorrupt)
+
+// checkPositions is rule 9 and its mirror for one shard: trimmed-through ≤
+// watermark ≤ last WAL position, or a loud integrity error naming both.
+func checkPositions(table string, shard int, watermark, trimmed, last uint64) error {
+	if trimmed > watermark {
+		return fmt.Errorf("table %s shard %d: latest watermark %d is below the WAL's trimmed-through position %d (a version was lost or restored); refusing to plan from the first surviving entry: %w",
+			table, shard, watermark, trimmed, ErrWatermarkBehindTrim)
+	}
+	if watermark > last {
+		return fmt.Errorf("table %s shard %d: latest watermark %d is beyond the WAL's last position %d (the WAL lost ACKed entries or was restored from an older backup); refusing to plan, entries at positions the table already covers would be skipped: %w",
+			table, shard, watermark, last, ErrWatermarkAheadOfWAL)
+	}
+	return nil
+}
+
 // Range is a run of WAL positions [From, To] of one shard.
 type Range struct {
 	Shard int    `json:"shard"`
@@ -54,6 +74,8 @@ type Plan struct {
 	PlannedOnVersion uint64    `json:"planned_on_version"`
 	CreatedBy        string    `json:"created_by"`
 	CreatedAt        time.Time `json:"created_at"`
+
+	src recordSource // the pinned record it was read from
 }
 
 // Key is the plan's pinning key: a digest of the table and start watermarks.
@@ -139,6 +161,7 @@ type Pending struct {
 	Shard          int
 	Watermark      uint64
 	TrimmedThrough uint64
+	LastPosition   uint64           // the WAL's last durable position
 	Generations    []wal.Generation // sealed, oldest first
 }
 
@@ -146,7 +169,8 @@ type Pending struct {
 // generations above its watermark, within lim. Shards take turns, one
 // generation at a time, so none starves; each shard's range stays
 // contiguous. It fails with ErrWatermarkBehindTrim when a shard's watermark
-// is below what the WAL trimmed, and returns nil when nothing is pending.
+// is below what the WAL trimmed, with ErrWatermarkAheadOfWAL when it is
+// beyond the WAL's last position, and returns nil when nothing is pending.
 func BuildPlan(table string, start Watermarks, pending []Pending, lim Limits) (*Plan, error) {
 	type queue struct {
 		shard int
@@ -155,9 +179,8 @@ func BuildPlan(table string, start Watermarks, pending []Pending, lim Limits) (*
 	}
 	var queues []*queue
 	for _, p := range pending {
-		if p.TrimmedThrough > p.Watermark {
-			return nil, fmt.Errorf("table %s shard %d: latest watermark %d is below the WAL's trimmed-through position %d (a version was lost or restored); refusing to plan from the first surviving entry: %w",
-				table, p.Shard, p.Watermark, p.TrimmedThrough, ErrWatermarkBehindTrim)
+		if err := checkPositions(table, p.Shard, p.Watermark, p.TrimmedThrough, p.LastPosition); err != nil {
+			return nil, err
 		}
 		q := &queue{shard: p.Shard, next: p.Watermark + 1}
 		for _, g := range p.Generations {

@@ -75,7 +75,7 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 		prep.Files = append(prep.Files, PreparedFile{Range: fr, Descriptor: descs[i]})
 	}
 	prep.PreparedAt = s.now().UTC()
-	if err := s.store.Record(prep); err != nil {
+	if prep, err = s.store.Record(prep); err != nil {
 		return nil, err
 	}
 	s.log.Info("prepared plan", "plan", plan.ID, "attempt", prep.Attempt, "files", len(prep.Files), "streamed", s.p.cfg.PipelinePreparation)

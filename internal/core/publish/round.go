@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // Outcome of a round.
@@ -45,23 +46,36 @@ type Result struct {
 	Version    uint64     `json:"version,omitempty"`
 	Watermarks Watermarks `json:"watermarks"`
 	Trimmed    Watermarks `json:"trimmed,omitempty"`
+	// UnsealedEntries and UnsealedGenerations count, in an idle round, the
+	// WAL entries not published because their generations are still open
+	// (`walctl wal seal` makes them publishable).
+	UnsealedEntries     int64 `json:"unsealed_entries,omitempty"`
+	UnsealedGenerations int   `json:"unsealed_generations,omitempty"`
 }
 
 // Round runs one publication round in the order of rule 10: fence (once per
 // ownership) → re-read latest → adopt or pin the plan → prepare or reuse →
 // verify files → commit against the exact parent → confirm durable → trim.
+// Until the session has fenced, a round first looks (writing nothing)
+// whether there is anything to publish; if not it is idle without
+// advancing the epoch or fencing.
 //
 // On cancellation it stops at the next step; a commit in flight is resolved
 // by the next round (rule 6), never repeated blindly. A round that loses the
 // claim or meets a newer epoch returns an error wrapping errs.ErrFenced and
-// publishes nothing.
+// publishes nothing. A failed fsync stops the table in this process: the
+// round returns a *StorageError (ErrStorageFailed) and so does every later
+// round or Acquire of the table by this Publisher.
 func (s *Session) Round(ctx context.Context) (*Result, error) {
 	s.rounds++
-	res, plan, prep, parent, err := s.prepareRound(ctx)
-	if err != nil || plan == nil || prep == nil {
-		return res, err
+	if err := s.p.stopped.check(s.table); err != nil {
+		return &Result{Table: s.table, Epoch: s.epoch}, err
 	}
-	return s.publish(ctx, res, plan, prep, parent)
+	res, plan, prep, parent, err := s.prepareRound(ctx)
+	if err == nil && plan != nil && prep != nil {
+		res, err = s.publish(ctx, res, plan, prep, parent)
+	}
+	return res, s.p.stopped.note(s.table, err)
 }
 
 // Prepare runs a round up to the recorded descriptor set and stops before
@@ -69,12 +83,14 @@ func (s *Session) Round(ctx context.Context) (*Result, error) {
 // the pinned plan and reuses the files exactly.
 func (s *Session) Prepare(ctx context.Context) (*Result, error) {
 	s.rounds++
-	res, plan, prep, _, err := s.prepareRound(ctx)
-	if err != nil || plan == nil || prep == nil {
-		return res, err
+	if err := s.p.stopped.check(s.table); err != nil {
+		return &Result{Table: s.table, Epoch: s.epoch}, err
 	}
-	res.Outcome = OutcomePrepared
-	return res, nil
+	res, plan, prep, _, err := s.prepareRound(ctx)
+	if err == nil && plan != nil && prep != nil {
+		res.Outcome = OutcomePrepared
+	}
+	return res, s.p.stopped.note(s.table, err)
 }
 
 func (s *Session) prepareRound(ctx context.Context) (*Result, *Plan, *Prepared, *lance.Manifest, error) {
@@ -83,6 +99,17 @@ func (s *Session) prepareRound(ctx context.Context) (*Result, *Plan, *Prepared, 
 		return res, nil, nil, nil, err
 	}
 	if !s.fenced {
+		// Nothing to publish: no epoch advance, no fence version.
+		if work, err := s.probe(ctx, res); err != nil || !work {
+			res.Outcome = OutcomeIdle
+			return res, nil, nil, nil, err
+		}
+		if s.epoch == 0 {
+			if err := s.advanceEpoch(ctx); err != nil {
+				return res, nil, nil, nil, err
+			}
+			res.Epoch = s.epoch
+		}
 		if err := s.fence(ctx); err != nil {
 			return res, nil, nil, nil, err
 		}
@@ -99,7 +126,7 @@ func (s *Session) prepareRound(ctx context.Context) (*Result, *Plan, *Prepared, 
 	if st.Epoch != s.epoch {
 		return res, nil, nil, nil, fmt.Errorf("table %s version %d carries epoch %d, this publisher has %d: %w", s.table, m.Version, st.Epoch, s.epoch, ErrFenced)
 	}
-	plan, adopted, err := s.adoptOrPin(ctx, m, st)
+	plan, adopted, err := s.adoptOrPin(ctx, m, st, res)
 	if err != nil || plan == nil {
 		res.Outcome = OutcomeIdle
 		return res, nil, nil, nil, err
@@ -117,10 +144,84 @@ func (s *Session) prepareRound(ctx context.Context) (*Result, *Plan, *Prepared, 
 	return res, plan, prep, m, nil
 }
 
+// probe reports, writing nothing, whether the table has anything to
+// publish: a pinned plan that starts at the latest watermarks, or sealed
+// WAL entries above them. A table with no dataset yet starts at zero
+// watermarks. It fails loudly when the WAL and the table disagree on
+// positions (ErrWatermarkBehindTrim, ErrWatermarkAheadOfWAL); with nothing
+// to publish it fills res's watermarks and unsealed counts.
+func (s *Session) probe(ctx context.Context, res *Result) (bool, error) {
+	path := s.p.TablePath(s.table)
+	w := Watermarks{}
+	ds, err := lance.Open(path)
+	switch {
+	case errors.Is(err, lance.ErrDatasetNotFound):
+	case err != nil:
+		return false, err
+	default:
+		m, err := ds.Latest()
+		if err != nil {
+			return false, err
+		}
+		st, err := ParseState(m.Config)
+		if err != nil {
+			return false, err
+		}
+		w = st.Watermarks
+		plans, err := NewStore(path).Plans()
+		if err != nil {
+			return false, err
+		}
+		for _, p := range plans {
+			if p.Key() == planKey(s.table, w) && p.Standing(w) == StandingPublishable {
+				return true, nil
+			}
+		}
+	}
+	stats, err := s.p.log.Stats(ctx, s.table, w)
+	if err != nil {
+		return false, err
+	}
+	work := false
+	for _, sh := range stats.Shards {
+		if err := checkPositions(s.table, sh.Shard, w[sh.Shard], sh.TrimmedThrough, sh.LastPosition); err != nil {
+			return false, err
+		}
+		work = work || sh.PendingGenerations > 0
+	}
+	if !work {
+		res.Watermarks = w
+		return false, s.unsealed(ctx, res, stats)
+	}
+	return true, nil
+}
+
+// unsealed counts, for an idle round's result, the entries of open
+// generations: ACKed, not publishable until sealed.
+func (s *Session) unsealed(ctx context.Context, res *Result, stats wal.TableStats) error {
+	res.UnsealedEntries, res.UnsealedGenerations = 0, 0
+	for _, sh := range stats.Shards {
+		if sh.OpenGenerations == 0 {
+			continue
+		}
+		gens, err := s.p.log.Generations(ctx, s.table, sh.Shard)
+		if err != nil {
+			return err
+		}
+		for _, g := range gens {
+			if !g.Sealed && g.Entries > 0 {
+				res.UnsealedGenerations++
+				res.UnsealedEntries += int64(g.Entries)
+			}
+		}
+	}
+	return nil
+}
+
 // adoptOrPin retires pinned plans that no longer start at the latest
 // watermarks (published or superseded), adopts the one that does, or plans
 // from the WAL and pins the result. It returns nil when nothing is pending.
-func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State) (*Plan, bool, error) {
+func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State, res *Result) (*Plan, bool, error) {
 	plans, err := s.store.Plans()
 	if err != nil {
 		return nil, false, err
@@ -135,10 +236,7 @@ func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State) (
 			adopt = p
 			continue
 		}
-		if err := s.claim.Err(); err != nil {
-			return nil, false, err
-		}
-		if err := s.store.RetirePlan(p); err != nil {
+		if err := s.store.RetirePlan(ctx, p, s.guard); err != nil {
 			return nil, false, err
 		}
 		s.log.Info("retired stale plan", "plan", p.ID, "standing", p.Standing(st.Watermarks))
@@ -147,7 +245,7 @@ func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State) (
 		s.log.Info("adopted pinned plan", "plan", adopt.ID)
 		return adopt, true, nil
 	}
-	plan, err := s.plan(ctx, m, st)
+	plan, err := s.plan(ctx, m, st, res)
 	if err != nil || plan == nil {
 		return nil, false, err
 	}
@@ -158,14 +256,14 @@ func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State) (
 	return pinned, !mine, nil
 }
 
-func (s *Session) plan(ctx context.Context, m *lance.Manifest, st State) (*Plan, error) {
+func (s *Session) plan(ctx context.Context, m *lance.Manifest, st State, res *Result) (*Plan, error) {
 	stats, err := s.p.log.Stats(ctx, s.table, st.Watermarks)
 	if err != nil {
 		return nil, err
 	}
 	var pending []Pending
 	for _, sh := range stats.Shards {
-		p := Pending{Shard: sh.Shard, Watermark: st.Watermarks[sh.Shard], TrimmedThrough: sh.TrimmedThrough}
+		p := Pending{Shard: sh.Shard, Watermark: st.Watermarks[sh.Shard], TrimmedThrough: sh.TrimmedThrough, LastPosition: sh.LastPosition}
 		if sh.PendingGenerations > 0 {
 			if p.Generations, err = s.p.log.Generations(ctx, s.table, sh.Shard); err != nil {
 				return nil, err
@@ -174,6 +272,9 @@ func (s *Session) plan(ctx context.Context, m *lance.Manifest, st State) (*Plan,
 		pending = append(pending, p)
 	}
 	plan, err := BuildPlan(s.table, st.Watermarks, pending, s.p.cfg.Limits)
+	if err == nil && plan == nil {
+		err = s.unsealed(ctx, res, stats)
+	}
 	if err != nil || plan == nil {
 		return nil, err
 	}
@@ -195,7 +296,7 @@ func (s *Session) prepareOrReuse(ctx context.Context, plan *Plan) (*Prepared, bo
 	for _, a := range attempts {
 		if err := s.verify(a); err != nil {
 			s.log.Warn("prepared files failed verification; retiring the attempt", "attempt", a.Attempt, "err", err)
-			if err := s.store.RetireAttempt(a); err != nil {
+			if err := s.store.RetireAttempt(ctx, a, s.guard); err != nil {
 				return nil, false, err
 			}
 			continue
@@ -205,6 +306,10 @@ func (s *Session) prepareOrReuse(ctx context.Context, plan *Plan) (*Prepared, bo
 	prep, err := s.prepare(ctx, plan)
 	return prep, false, err
 }
+
+// guard is the claim's guard of a retirement (rule 8): a linearizable
+// validation of the claim immediately before the record is moved.
+func (s *Session) guard(ctx context.Context) error { return s.claim.Valid(ctx) }
 
 // verifyFiles is how many files verify reads at once.
 const verifyFiles = 4

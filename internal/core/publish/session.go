@@ -14,6 +14,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/budget"
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance"
@@ -83,9 +84,10 @@ type Config struct {
 
 // Publisher publishes tables from one WAL into Lance, coordinated by etcd.
 type Publisher struct {
-	log   wal.Log
-	coord *coord.Client
-	cfg   Config
+	log     wal.Log
+	coord   *coord.Client
+	cfg     Config
+	stopped stopped // tables a failed fsync stopped
 }
 
 // New returns a publisher.
@@ -136,14 +138,21 @@ type Session struct {
 	log    *slog.Logger
 }
 
-// Acquire claims table and advances its publisher epoch (rule 3: read the WAL
-// epoch e, validate the claim, CAS e → e+1 in the WAL, record e+1 in the
-// claim guarded by its CreateRevision). It does not fence the table yet: the
-// first round does. If another holder has the claim it fails with
-// coord.ErrClaimed (or ErrReserved). On any failure after the claim was
-// taken, the claim is released.
+// Acquire claims table and, if there is anything to publish (a pinned plan
+// that starts at the table's watermarks, or sealed WAL entries above them),
+// advances its publisher epoch (rule 3: read the WAL epoch e, validate the
+// claim, CAS e → e+1 in the WAL, record e+1 in the claim guarded by its
+// CreateRevision). With nothing to publish the epoch is left alone: the
+// first round that finds work advances it. It does not fence the table
+// yet: the first round with work does. If another holder has the claim it
+// fails with coord.ErrClaimed (or ErrReserved); a table stopped by a
+// failed fsync in this process fails with ErrStorageFailed, unclaimed. On
+// any failure after the claim was taken, the claim is released.
 func (p *Publisher) Acquire(ctx context.Context, table string) (*Session, error) {
 	if err := wal.ValidateName(table); err != nil {
+		return nil, err
+	}
+	if err := p.stopped.check(table); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -156,9 +165,15 @@ func (p *Publisher) Acquire(ctx context.Context, table string) (*Session, error)
 		return nil, err
 	}
 	s := &Session{p: p, table: table, claim: claim, log: p.cfg.Logger.With("table", table)}
-	if err := s.advanceEpoch(ctx); err != nil {
+	// The probe only spares an idle table the epoch advance: when it fails
+	// (the table and the WAL disagree, a dependency is down) the epoch is
+	// advanced as for work, and the first round fails loudly with the cause.
+	if work, perr := s.probe(ctx, &Result{}); perr != nil || work {
+		err = s.advanceEpoch(ctx)
+	}
+	if err != nil {
 		_ = claim.Release(context.WithoutCancel(ctx))
-		return nil, err
+		return nil, p.stopped.note(table, err)
 	}
 	return s, nil
 }
@@ -194,7 +209,8 @@ func (s *Session) advanceEpoch(ctx context.Context) error {
 // Table is the session's table.
 func (s *Session) Table() string { return s.table }
 
-// Epoch is the session's publisher epoch.
+// Epoch is the session's publisher epoch; 0 while no round has found
+// anything to publish (the epoch is advanced only when there is work).
 func (s *Session) Epoch() uint64 { return s.epoch }
 
 // Claim is the session's claim.
@@ -229,6 +245,11 @@ func (s *Session) dataset(ctx context.Context) (*lance.Dataset, error) {
 		}
 	}
 	if err != nil {
+		return nil, err
+	}
+	// A layout whose creator died before its syncs is made durable before
+	// anything is committed on it.
+	if err := ds.SyncLayout(); err != nil {
 		return nil, err
 	}
 	ds.Hooks = lance.Hooks{
@@ -290,6 +311,9 @@ func (s *Session) fence(ctx context.Context) error {
 				return nil
 			},
 		})
+		if errors.Is(err, durable.ErrSyncFailed) {
+			return err // never re-read and trust a version a failed fsync covered
+		}
 		if errors.Is(err, lance.ErrCommitConflict) || errors.Is(err, lance.ErrCommitUnknown) {
 			continue // re-read: either someone committed, or our fence did
 		}

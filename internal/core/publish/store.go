@@ -2,15 +2,18 @@ package publish
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
 )
@@ -36,23 +39,24 @@ func (s *Store) plansDir() string    { return filepath.Join(s.root, "_walctl", "
 func (s *Store) attemptsDir() string { return filepath.Join(s.root, "_walctl", "attempts") }
 
 // Pin records p under its key unless a plan is already pinned there, and
-// returns the plan that is pinned (p, or the existing one to adopt). The
-// second result reports whether p was the one pinned.
+// returns the plan that is pinned (p as read back, or the existing one to
+// adopt). The second result reports whether p was the one pinned. A failed
+// fsync wraps durable.ErrSyncFailed.
 func (s *Store) Pin(p *Plan) (*Plan, bool, error) {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return nil, false, err
 	}
 	path := filepath.Join(s.plansDir(), p.Key()+".json")
-	created, err := linkNew(path, data)
+	created, err := s.createRecord(path, data)
 	if err != nil {
 		return nil, false, fmt.Errorf("pin plan %s: %w", p.ID, err)
 	}
-	if created {
-		return p, true, nil
+	pinned, err := s.readPlan(path)
+	if err != nil {
+		return nil, false, err
 	}
-	existing, err := s.readPlan(path)
-	return existing, false, err
+	return pinned, created && pinned.ID == p.ID, nil
 }
 
 // Plans returns every pinned (unretired) plan.
@@ -66,7 +70,7 @@ func (s *Store) Plans() ([]*Plan, error) {
 	}
 	var out []*Plan
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		p, err := s.readPlan(filepath.Join(s.plansDir(), e.Name()))
@@ -81,28 +85,29 @@ func (s *Store) Plans() ([]*Plan, error) {
 	return out, nil
 }
 
-// RetirePlan moves p's record aside, after checking that the pinned record
-// is still p (a compare on the record). The caller holds the table's claim.
-func (s *Store) RetirePlan(p *Plan) error {
-	path := filepath.Join(s.plansDir(), p.Key()+".json")
-	cur, err := s.readPlan(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+// Guard checks, immediately before a retirement, that the caller still
+// holds the table's claim (Session uses the claim's linearizable
+// validation). Its error aborts the retirement with nothing changed.
+type Guard func(ctx context.Context) error
+
+// RetirePlan moves p's record to plans/retired/ if the pinned record is
+// still exactly the one p was read from (rule 8: a compare on the record,
+// guarded by the claim). A record retired meanwhile is no error; one
+// replaced by another pin is errs.ErrConflict and left in place.
+func (s *Store) RetirePlan(ctx context.Context, p *Plan, guard Guard) error {
+	if p.src.path == "" {
+		return fmt.Errorf("retire plan %s: not read from the store: %w", p.ID, errs.ErrInvalid)
 	}
-	if err != nil {
-		return err
-	}
-	if cur.ID != p.ID {
-		return fmt.Errorf("retire plan %s: the pinned plan is now %s: %w", p.ID, cur.ID, errs.ErrConflict)
-	}
-	return retire(path, filepath.Join(s.plansDir(), "retired", p.ID+".json"))
+	return retireRecord(ctx, guard, p.src, filepath.Join(s.plansDir(), "retired", p.ID+".json"))
 }
 
 func (s *Store) readPlan(path string) (*Plan, error) {
 	var p Plan
-	if err := readRecord(path, KindPlan, &p); err != nil {
+	src, err := readRecord(path, KindPlan, &p)
+	if err != nil {
 		return nil, err
 	}
+	p.src = src
 	return &p, nil
 }
 
@@ -115,6 +120,8 @@ type Prepared struct {
 	Files         []PreparedFile `json:"files"`
 	PreparedBy    string         `json:"prepared_by"`
 	PreparedAt    time.Time      `json:"prepared_at"`
+
+	src recordSource // the file it was read from
 }
 
 // PreparedFile is one data file and the WAL range it holds.
@@ -132,22 +139,28 @@ func (p *Prepared) Descriptors() []lance.Descriptor {
 	return out
 }
 
-// Record records a complete descriptor set. It is never called with a
-// partial one.
-func (s *Store) Record(p *Prepared) error {
+// Record records a complete descriptor set (it is never called with a
+// partial one) and returns it as read back from the store. The data files
+// it names must be durable already (lance.FileWriter.Close syncs them and
+// their directory). A failed fsync wraps durable.ErrSyncFailed.
+func (s *Store) Record(p *Prepared) (*Prepared, error) {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	path := filepath.Join(s.attemptsDir(), p.Plan, p.Attempt+".json")
-	created, err := linkNew(path, data)
+	created, err := s.createRecord(path, data)
 	if err != nil {
-		return fmt.Errorf("record descriptor set %s: %w", p.Attempt, err)
+		return nil, fmt.Errorf("record descriptor set %s: %w", p.Attempt, err)
 	}
 	if !created {
-		return fmt.Errorf("descriptor set %s already recorded: %w", p.Attempt, errs.ErrConflict)
+		return nil, fmt.Errorf("descriptor set %s already recorded: %w", p.Attempt, errs.ErrConflict)
 	}
-	return nil
+	var got Prepared
+	if got.src, err = readRecord(path, KindPrepared, &got); err != nil {
+		return nil, err
+	}
+	return &got, nil
 }
 
 // Attempts returns the unretired descriptor sets of a plan, newest first.
@@ -200,100 +213,113 @@ func readAttempts(dir string, retired bool) ([]*Prepared, error) {
 			continue
 		}
 		var p Prepared
-		if err := readRecord(filepath.Join(dir, n), KindPrepared, &p); err != nil {
+		src, err := readRecord(filepath.Join(dir, n), KindPrepared, &p)
+		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue // retired meanwhile
 			}
 			return nil, err
 		}
+		p.src = src
 		out = append(out, &p)
 	}
 	return out, nil
 }
 
-// RetireAttempt moves a descriptor set aside so it is never used again.
-func (s *Store) RetireAttempt(p *Prepared) error {
+// RetireAttempt moves a descriptor set aside so it is never used again, if
+// its record is still exactly the one p was read from, guarded by the
+// claim (rule 8), like RetirePlan.
+func (s *Store) RetireAttempt(ctx context.Context, p *Prepared, guard Guard) error {
+	if p.src.path == "" {
+		return fmt.Errorf("retire attempt %s: not read from the store: %w", p.Attempt, errs.ErrInvalid)
+	}
 	dir := filepath.Join(s.attemptsDir(), p.Plan)
-	return retire(filepath.Join(dir, p.Attempt+".json"), filepath.Join(dir, p.Attempt+".retired.json"))
+	return retireRecord(ctx, guard, p.src, filepath.Join(dir, p.Attempt+".retired.json"))
 }
 
-func readRecord(path, kind string, v any) error {
-	data, err := os.ReadFile(path)
+// maxRecordBytes bounds a plan or descriptor-set record: a plan of the
+// largest limits lists a few thousand files, far below it.
+const maxRecordBytes = 64 << 20
+
+// recordSource is the file a record was read from, with its identity, so a
+// retirement can compare the record on disk with the one read.
+type recordSource struct {
+	path string
+	fi   os.FileInfo
+}
+
+// readRecord reads the record at path into v, checking its kind and schema
+// version, and returns where it came from. The identity and the bytes come
+// from one open file, so they describe the same record.
+func readRecord(path, kind string, v any) (recordSource, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return recordSource{}, err
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return recordSource{}, err
+	}
+	if fi.Size() > maxRecordBytes {
+		return recordSource{}, fmt.Errorf("%s: %d bytes, a record is at most %d: %w", path, fi.Size(), maxRecordBytes, errs.ErrCorrupt)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	if err != nil {
+		return recordSource{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := decodeRecord(data, kind, v); err != nil {
+		return recordSource{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return recordSource{path: path, fi: fi}, nil
+}
+
+// decodeRecord decodes one record's bytes into v, failing closed (an
+// errs.ErrCorrupt) on another kind, an unknown schema version or field, or
+// trailing data.
+func decodeRecord(data []byte, kind string, v any) error {
 	var head struct {
 		Kind          string `json:"kind"`
 		SchemaVersion int    `json:"schema_version"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return fmt.Errorf("%s: %v: %w", path, err, errs.ErrCorrupt)
+		return fmt.Errorf("%v: %w", err, errs.ErrCorrupt)
 	}
 	if head.Kind != kind || head.SchemaVersion < 1 || head.SchemaVersion > recordSchema {
-		return fmt.Errorf("%s: record kind %q schema version %d, this walctl reads %q version %d: %w",
-			path, head.Kind, head.SchemaVersion, kind, recordSchema, errs.ErrCorrupt)
+		return fmt.Errorf("record kind %q schema version %d, this walctl reads %q version %d: %w",
+			head.Kind, head.SchemaVersion, kind, recordSchema, errs.ErrCorrupt)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%s: %v: %w", path, err, errs.ErrCorrupt)
+		return fmt.Errorf("%v: %w", err, errs.ErrCorrupt)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the record: %w", errs.ErrCorrupt)
+	}
+	if c, ok := v.(interface{ check() error }); ok {
+		return c.check()
 	}
 	return nil
 }
 
-// linkNew creates path with data unless it exists: temp file, fsync,
-// link(2), fsync the directory. It reports whether it created the file.
-func linkNew(path string, data []byte) (bool, error) {
+// createRecord creates path with data unless it exists (temp file, fsync,
+// link(2), fsync of its directory), and syncs the directories above it up
+// to the dataset, so a new plans/ or attempts/<plan>/ cannot vanish with
+// the record. It reports whether it created the file.
+func (s *Store) createRecord(path string, data []byte) (bool, error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(dir, 0o755); err != nil {
 		return false, err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return false, err
+	created, err := durable.CreateExclusive(path, "", data)
+	if err != nil || !created {
+		return created, err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return false, err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return false, err
-	}
-	if err := tmp.Close(); err != nil {
-		return false, err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return false, nil
+	for d := filepath.Dir(dir); d != s.root && strings.HasPrefix(d, s.root); d = filepath.Dir(d) {
+		if err := durable.SyncDir(d); err != nil {
+			return true, err
 		}
-		return false, err
 	}
-	return true, syncDir(dir)
-}
-
-func retire(from, to string) error {
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return err
-	}
-	if err := os.Rename(from, to); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	if err := syncDir(filepath.Dir(from)); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(to))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return true, nil
 }

@@ -91,6 +91,8 @@ func (v *verifier) rangeRows(s int, from, to uint64, fallback int64) (int64, err
 // its range, when they are still retained.
 func (v *verifier) fragment(id int64, rng publish.Range, rec arrow.RecordBatch) error {
 	if !v.retained(rng.Shard, rng.From, rng.To) {
+		v.rep.UncomparedRows += rec.NumRows()
+		v.rep.UncomparedFragments++
 		return nil
 	}
 	want := multiset{}

@@ -58,6 +58,10 @@ const (
 	// operator has to act, spinning does not help.
 	kindNotFound errorKind = "not-found"
 	kindInvalid  errorKind = "invalid"
+	// kindStorage: a failed fsync (publish.ErrStorageFailed). The publisher
+	// has stopped the table in this process; the worker stops it too and
+	// says why, once: no retry trusts a storage that lost a write.
+	kindStorage errorKind = "storage"
 	// kindOther: anything else. Transient.
 	kindOther errorKind = "other"
 )
@@ -67,6 +71,8 @@ const (
 // on was cancelled by the worker's shutdown.
 func classify(err, claimErr error, shutdown bool) errorKind {
 	switch {
+	case errors.Is(err, publish.ErrStorageFailed):
+		return kindStorage
 	case claimErr != nil, errors.Is(err, errs.ErrFenced):
 		return kindFenced
 	case shutdown && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
@@ -46,6 +47,8 @@ func TestClassify(t *testing.T) {
 		{"unknown table", wrap(wal.ErrUnknownTable), nil, false, kindNotFound},
 		{"bad range", wrap(wal.ErrBadRange), nil, false, kindInvalid},
 		{"anything else", errors.New("disk on fire"), nil, false, kindOther},
+		// A failed fsync stops the table even when the claim is gone too.
+		{"storage failed", wrap(&publish.StorageError{Table: "t", Err: fmt.Errorf("x: %w", durable.ErrSyncFailed)}), coord.ErrLeaseExpired, false, kindStorage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := classify(tc.err, tc.claimErr, tc.shutdown); got != tc.want {

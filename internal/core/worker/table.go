@@ -26,13 +26,23 @@ type tableLoop struct {
 	// round's result, or a read of its latest version); nil at first and
 	// after a severe error.
 	seen publish.Watermarks
+	// stopped is set when the table's storage failed (kindStorage): the
+	// loop ends, the table is not published again by this process.
+	stopped bool
 }
 
 func (t *tableLoop) run(ctx context.Context) {
 	var delay time.Duration
-	for t.w.sleep(ctx, delay, nil) {
+	for !t.stopped && t.w.sleep(ctx, delay, nil) {
 		delay = t.look(ctx)
 	}
+}
+
+// stop ends the table's loop after a storage failure, saying why.
+func (t *tableLoop) stop(err error) time.Duration {
+	t.stopped = true
+	t.log.Error("storage failed: this worker stops publishing the table until it is restarted", "kind", kindStorage, "err", err)
+	return 0
 }
 
 // look takes one look at the table and claims and holds it if there is
@@ -101,6 +111,9 @@ func (t *tableLoop) hold(ctx context.Context, s *publish.Session) (delay time.Du
 		if err != nil {
 			k := classify(err, claim.Err(), t.w.roundBase.Err() != nil)
 			switch {
+			case k == kindStorage:
+				why = "storage failed"
+				return t.stop(err)
 			case k == kindFenced:
 				why = "fenced"
 				return t.w.cfg.LostBackoff
@@ -179,7 +192,7 @@ func (t *tableLoop) round(ctx context.Context, s *publish.Session, log *slog.Log
 			attrs = append(attrs, "claim_err", cerr)
 		}
 		switch {
-		case k.severe():
+		case k.severe(), k == kindStorage:
 			log.Error("round failed on a data-integrity or configuration error", attrs...)
 		case k == kindFenced:
 			log.Warn(t.fencedBy(s.Epoch())+"; no further rounds under this claim", attrs...)
@@ -271,6 +284,8 @@ func (t *tableLoop) failed(ctx context.Context, op string, err error) time.Durat
 	k := classify(err, nil, false)
 	t.w.m.failure(t.table, k)
 	switch {
+	case k == kindStorage:
+		return t.stop(err)
 	case k.severe():
 		d := t.severe.next()
 		t.log.Error(op+" failed; backing off", "kind", k, "err", err, "backoff", d)

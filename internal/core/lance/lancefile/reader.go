@@ -126,6 +126,32 @@ func (lf *File) readMeta() error {
 	return nil
 }
 
+// maxPageRows bounds one page's row count (Arrow lengths and walctl's
+// 32-bit offsets stay in range).
+const maxPageRows = 1<<31 - 1
+
+// minDecodeBound is what a column may decode to regardless of the file's
+// size: all-null pages take no bytes on disk, and the official writer cuts
+// pages at a few MiB of (zeroed) values.
+const minDecodeBound = 64 << 20
+
+// checkDecodedSize refuses a column whose rows would decode to more memory
+// than its file could describe: 8 bytes per byte of file (every encoding
+// walctl reads stores at least a bit per row and a u32 offset per
+// variable-width value) or minDecodeBound, whichever is larger. Garbage
+// then never makes the reader allocate beyond the file's size.
+func (lf *File) checkDecodedSize(name string, dt arrow.DataType, rows uint64) error {
+	bound := max(8*uint64(lf.size), minDecodeBound)
+	rowBits := uint64(max(bitsPerValue(dt), 8))
+	if isBinary(dt) {
+		rowBits = 64 + 8 // an offset and a validity byte's share
+	}
+	if rows > bound*8/rowBits {
+		return lf.corrupt("column %q claims %d rows of %s, more than a file of %d bytes can hold", name, rows, dt, lf.size)
+	}
+	return nil
+}
+
 // NumColumns returns the number of columns.
 func (lf *File) NumColumns() int { return len(lf.cols) }
 
@@ -144,8 +170,14 @@ func (lf *File) ReadColumn(col int, name string, dt arrow.DataType, mem memory.A
 		}
 	}()
 	var total uint64
-	for _, p := range lf.cols[col].Pages {
+	for pi, p := range lf.cols[col].Pages {
+		if p.Length > maxPageRows || total+p.Length < total {
+			return nil, lf.corrupt("column %q page %d has %d rows", name, pi, p.Length)
+		}
 		total += p.Length
+	}
+	if err := lf.checkDecodedSize(name, dt, total); err != nil {
+		return nil, err
 	}
 	if total != lf.Rows {
 		return nil, lf.corrupt("column %q has %d rows, file has %d", name, total, lf.Rows)
