@@ -37,7 +37,7 @@ type Dataset struct {
 }
 
 // Open opens the dataset at root. It fails with ErrDatasetNotFound when root
-// has no _versions directory. Open writes nothing.
+// has no _versions directory or no version in it. Open writes nothing.
 func Open(root string) (*Dataset, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -47,7 +47,13 @@ func Open(root string) (*Dataset, error) {
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%s: no %s directory: %w", abs, versionsDir, ErrDatasetNotFound)
 	}
-	return &Dataset{root: abs}, nil
+	d := &Dataset{root: abs}
+	// A creator that died between its directories and version 1 leaves a
+	// skeleton: not a dataset yet (Create finishes it).
+	if vs, err := d.Versions(); err == nil && len(vs) == 0 {
+		return nil, fmt.Errorf("%s: no version in %s (its creator stopped before version 1): %w", abs, versionsDir, ErrDatasetNotFound)
+	}
+	return d, nil
 }
 
 // Root returns the dataset's absolute directory.
@@ -199,7 +205,11 @@ func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)
 	}
-	if _, err := os.Stat(filepath.Join(abs, versionsDir)); err == nil {
+	// A _versions directory with no version in it is the skeleton of a
+	// creator that died before committing version 1: finish its work (the
+	// directories are created idempotently and version 1 is put-if-absent,
+	// so racing creators still have exactly one winner).
+	if vs, err := (&Dataset{root: abs}).Versions(); err == nil && len(vs) > 0 {
 		return nil, fmt.Errorf("%s: %w", abs, ErrDatasetExists)
 	}
 	// Each new directory is synced, and so is the parent that got its name,

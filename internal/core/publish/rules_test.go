@@ -239,3 +239,25 @@ func TestNothingToPublishNeitherAdvancesNorFences(t *testing.T) {
 	}
 	e.exactlyOnce(e.tableIDs())
 }
+
+// A creator killed between the dataset's directories and its version 1
+// (found by the chaos harness: a catch-up executor SIGKILLed while creating
+// its table) leaves a skeleton; the next publisher finishes the creation
+// instead of failing on "no versions" for ever.
+func TestSkeletonOfACrashedCreatorIsFinished(t *testing.T) {
+	e := newEnv(t, 1)
+	e.produce(0, 3, 10)
+	root := e.publisher("w").TablePath("orders")
+	for _, d := range []string{"_versions", "data", "_walctl/tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := e.publisher("w").Acquire(e.ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(context.Background())
+	drain(t, e.ctx, s)
+	e.exactlyOnce(e.tableIDs())
+}
