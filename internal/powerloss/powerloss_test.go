@@ -79,8 +79,8 @@ func powerLossRun(t *testing.T, seed uint64, cuts int) {
 	for c := 1; c <= cuts; c++ {
 		mode := h.cutAt(rng)
 		loss = h.powerCut()
-		h.history = append(h.history, fmt.Sprintf("cut %d: %s; acked=%d; lost %d names, revived %d, rolled back %d files",
-			c, mode, h.led.acked.Len(), len(loss.Vanished), len(loss.Revived), len(loss.RolledBack)))
+		h.history = append(h.history, fmt.Sprintf("cut %d: %s; acked=%d; lost %d names, revived %d, rolled back %d files%s",
+			c, mode, h.led.acked.Len(), len(loss.Vanished), len(loss.Revived), len(loss.RolledBack), brief(loss)))
 		t.Log(h.history[len(h.history)-1])
 		// Restart on the surviving tree, sometimes pausing the WAL server
 		// in its recovery (the next cut then hits it there).
@@ -96,6 +96,15 @@ func powerLossRun(t *testing.T, seed uint64, cuts int) {
 		h.checkSurvivors(loss)
 	}
 	h.finish(loss)
+}
+
+// brief lists a few paths of a loss for the history.
+func brief(l *powerfs.Loss) string {
+	lines := l.Lines(3)
+	if len(lines) == 0 {
+		return ""
+	}
+	return "\n      " + strings.Join(lines, "\n      ")
 }
 
 // cutAt starts the worker and the producers and returns once the power is

@@ -135,23 +135,31 @@ func (l *Loss) Empty() bool {
 	return len(l.Vanished) == 0 && len(l.Revived) == 0 && len(l.RolledBack) == 0
 }
 
-// String lists the loss, at most max lines of each kind.
+// String lists the loss, at most 40 paths of each kind.
 func (l *Loss) String() string {
-	const max = 40
 	var b strings.Builder
+	for _, line := range l.Lines(40) {
+		b.WriteString("  " + line + "\n")
+	}
+	return b.String()
+}
+
+// Lines lists the loss, one path a line, at most max paths of each kind.
+func (l *Loss) Lines(max int) []string {
+	var out []string
 	for _, k := range []struct {
 		what  string
 		paths []string
 	}{{"vanished", l.Vanished}, {"revived", l.Revived}, {"rolled back", l.RolledBack}} {
 		for i, p := range k.paths {
 			if i == max {
-				fmt.Fprintf(&b, "  %s: … %d more\n", k.what, len(k.paths)-max)
+				out = append(out, fmt.Sprintf("%s: … %d more", k.what, len(k.paths)-max))
 				break
 			}
-			fmt.Fprintf(&b, "  %s: %s\n", k.what, p)
+			out = append(out, k.what+": "+p)
 		}
 	}
-	return b.String()
+	return out
 }
 
 // compare lists what differs between the live tree before the cut and the
