@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -188,8 +189,9 @@ func (h *harness) startProducers() {
 }
 
 // powerCut kills every process at once, stops the producers (their appends
-// in flight become of unknown outcome), and rebuilds the surviving tree.
-func (h *harness) powerCut() *powerfs.Loss {
+// in flight become of unknown outcome), and rebuilds the surviving tree
+// (with torn writes when tear is set).
+func (h *harness) powerCut(tear *rand.Rand) *powerfs.Loss {
 	h.t.Helper()
 	for _, p := range []*proc.Proc{h.srv, h.worker} {
 		if p != nil {
@@ -210,7 +212,7 @@ func (h *harness) powerCut() *powerfs.Loss {
 		h.stopProducers = nil
 	}
 	h.cli.Close()
-	loss, err := h.fs.PowerCut()
+	loss, err := h.fs.PowerCut(powerfs.CutOptions{Tear: tear})
 	if err != nil {
 		h.t.Fatal(err)
 	}

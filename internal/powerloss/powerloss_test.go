@@ -78,7 +78,13 @@ func powerLossRun(t *testing.T, seed uint64, cuts int) {
 	var loss *powerfs.Loss
 	for c := 1; c <= cuts; c++ {
 		mode := h.cutAt(rng)
-		loss = h.powerCut()
+		// Half the cuts are torn: part of the unsynced writes reach the disk.
+		var tear *rand.Rand
+		if rng.IntN(2) == 0 {
+			tear = rand.New(rand.NewPCG(seed, uint64(c)))
+			mode += " (torn)"
+		}
+		loss = h.powerCut(tear)
 		h.history = append(h.history, fmt.Sprintf("cut %d: %s; acked=%d; lost %d names, revived %d, rolled back %d files%s",
 			c, mode, h.led.acked.Len(), len(loss.Vanished), len(loss.Revived), len(loss.RolledBack), brief(loss)))
 		t.Log(h.history[len(h.history)-1])
@@ -90,7 +96,7 @@ func powerLossRun(t *testing.T, seed uint64, cuts int) {
 		}
 		if paused := h.startWAL(fp, loss); paused != "" {
 			h.history = append(h.history, fmt.Sprintf("cut %d+: wal serve paused at %s during recovery", c, paused))
-			loss = h.powerCut()
+			loss = h.powerCut(nil)
 			h.startWAL("", loss)
 		}
 		h.checkSurvivors(loss)
@@ -173,7 +179,7 @@ func (h *harness) finish(loss *powerfs.Loss) {
 	for s := 0; s < shards; s++ {
 		_, _ = h.cli.Seal(h.ctx, table, s) // an empty open generation has nothing to seal
 	}
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		st, err := h.cli.Stats(h.ctx, table, nil)
 		if err != nil {
 			h.fail(loss, "stats: %v", err)

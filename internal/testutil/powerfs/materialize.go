@@ -3,6 +3,7 @@ package powerfs
 import (
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +16,10 @@ import (
 // durable list has it; a file's content is its durable image. Files are
 // hard links to the images (or, for files unchanged since the mount, to the
 // live files), so nothing is copied.
-func (g *generation) materialize(dst string) error {
+//
+// With tear set, each file written since its last fsync keeps a random part
+// of those writes (see fileState.tear).
+func (g *generation) materialize(dst string, tear *rand.Rand) error {
 	idx, err := g.index()
 	if err != nil {
 		return err
@@ -63,11 +67,18 @@ func (g *generation) materialize(dst string) error {
 					return err
 				}
 			case syscall.S_IFREG:
-				from := g.m.durableImage(e.ino)
-				if from == "" {
-					from = src.path
-				} else if err := os.Chmod(from, src.perm); err != nil {
-					return err
+				fst := g.m.tracked(e.ino)
+				from := src.path
+				if fst != nil {
+					from = fst.img
+					if tear != nil {
+						if err := fst.tear(src.path, tear); err != nil {
+							return err
+						}
+					}
+					if err := os.Chmod(from, src.perm); err != nil {
+						return err
+					}
 				}
 				if err := os.Link(from, p); err != nil {
 					return err

@@ -216,15 +216,12 @@ func (m *model) durableDir(ino uint64, live string) (map[string]entry, error) {
 	return listDir(live)
 }
 
-// durableImage returns the path of the durable image of file ino, or "" if
-// the file is untracked (its live content is durable).
-func (m *model) durableImage(ino uint64) string {
+// tracked returns the state of file ino, or nil if the file is untracked
+// (its live content is durable).
+func (m *model) tracked(ino uint64) *fileState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if fst, ok := m.files[ino]; ok {
-		return fst.img
-	}
-	return ""
+	return m.files[ino]
 }
 
 // listDir reads the names of the directory at path.

@@ -25,6 +25,7 @@ package powerfs
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -127,11 +128,20 @@ func (f *FS) Unmount() error {
 	return nil
 }
 
+// CutOptions vary a power cut.
+type CutOptions struct {
+	// Tear, when set, lets a random part of what was written since each
+	// file's last fsync survive, page by page, and the file's new size
+	// independently: what a real disk may keep. Without it every unsynced
+	// write is lost whole.
+	Tear *rand.Rand
+}
+
 // PowerCut simulates a power loss: it unmounts the file system (the caller
 // has killed every process using it), keeps only what was durable, and
 // mounts the surviving tree at the same place. The returned Loss says what
 // was discarded.
-func (f *FS) PowerCut() (*Loss, error) {
+func (f *FS) PowerCut(opts CutOptions) (*Loss, error) {
 	if err := f.Unmount(); err != nil {
 		return nil, err
 	}
@@ -140,7 +150,7 @@ func (f *FS) PowerCut() (*Loss, error) {
 	if err := f.newGeneration(); err != nil {
 		return nil, err
 	}
-	if err := old.materialize(f.g.live); err != nil {
+	if err := old.materialize(f.g.live, opts.Tear); err != nil {
 		return nil, fmt.Errorf("powerfs: power cut %d: %w", f.gen, err)
 	}
 	loss, err := compare(old.live, f.g.live)
