@@ -20,6 +20,7 @@ import (
 	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/core/walflight"
 	"github.com/walctl/walctl/internal/testutil/powerfs"
 	"github.com/walctl/walctl/internal/testutil/proc"
@@ -32,6 +33,8 @@ const (
 	// how long a cut waits for its failpoint before cutting anyway.
 	startTimeout = 60 * time.Second
 	reachTimeout = 8 * time.Second
+	// callTimeout bounds each call of the test to the WAL server.
+	callTimeout = 20 * time.Second
 )
 
 // harness is one run: a power-loss mount holding the WAL directory and the
@@ -175,7 +178,9 @@ func (h *harness) createTable() {
 	if r.Code != 0 {
 		h.t.Fatalf("table create: %s", r)
 	}
-	info, err := h.cli.Table(h.ctx, table)
+	ctx, cancel := context.WithTimeout(h.ctx, callTimeout)
+	defer cancel()
+	info, err := h.cli.Table(ctx, table)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -230,7 +235,7 @@ func (h *harness) powerCut(tear *rand.Rand) *powerfs.Loss {
 // was trimmed against survive).
 func (h *harness) checkSurvivors(loss *powerfs.Loss) {
 	h.t.Helper()
-	st, err := h.cli.Stats(h.ctx, table, nil)
+	st, err := h.stats()
 	if err != nil {
 		h.fail(loss, "after the power cut the WAL does not answer for table %s: %v", table, err)
 	}
@@ -249,6 +254,13 @@ func (h *harness) checkSurvivors(loss *powerfs.Loss) {
 				s.Shard, s.TrimmedThrough, wm[s.Shard])
 		}
 	}
+}
+
+// stats asks the WAL server for the table's statistics, within callTimeout.
+func (h *harness) stats() (wal.TableStats, error) {
+	ctx, cancel := context.WithTimeout(h.ctx, callTimeout)
+	defer cancel()
+	return h.cli.Stats(ctx, table, nil)
 }
 
 // watermarks reads the latest version's watermarks (none before the first

@@ -16,6 +16,7 @@ import (
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 	"github.com/walctl/walctl/internal/testutil/powerfs"
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 // Settings of a run, from the environment (make powerloss sets them).
@@ -34,8 +35,8 @@ var workerPoints = []string{
 	durable.FailMkdir, durable.FailWrite, durable.FailSync, durable.FailRename, durable.FailLink, durable.FailRemove,
 }
 
-// walPoints are the WAL server's durable operations (recovery after the
-// previous cut included).
+// walPoints are the WAL server's durable operations (in its recovery and
+// after it).
 var walPoints = []string{durable.FailMkdir, durable.FailWrite, durable.FailSync, durable.FailRename, durable.FailLink, durable.FailRemove}
 
 func envInt(t *testing.T, name string, def int64) int64 {
@@ -88,17 +89,7 @@ func powerLossRun(t *testing.T, seed uint64, cuts int) {
 		h.history = append(h.history, fmt.Sprintf("cut %d: %s; acked=%d; lost %d names, revived %d, rolled back %d files%s",
 			c, mode, h.led.acked.Len(), len(loss.Vanished), len(loss.Revived), len(loss.RolledBack), brief(loss)))
 		t.Log(h.history[len(h.history)-1])
-		// Restart on the surviving tree, sometimes pausing the WAL server
-		// in its recovery (the next cut then hits it there).
-		fp := ""
-		if c < cuts && rng.IntN(8) == 0 {
-			fp = walPoints[rng.IntN(len(walPoints))]
-		}
-		if paused := h.startWAL(fp, loss); paused != "" {
-			h.history = append(h.history, fmt.Sprintf("cut %d+: wal serve paused at %s during recovery", c, paused))
-			loss = h.powerCut(nil)
-			h.startWAL("", loss)
-		}
+		h.startWAL("", loss)
 		h.checkSurvivors(loss)
 	}
 	h.finish(loss)
@@ -118,13 +109,15 @@ func brief(l *powerfs.Loss) string {
 func (h *harness) cutAt(rng *rand.Rand) string {
 	h.t.Helper()
 	switch k := rng.IntN(10); {
-	case k < 2: // a random moment
+	case k < 1: // the WAL server crashed and paused at a durable operation
+		return h.cutWALAt(walPoints[rng.IntN(len(walPoints))])
+	case k < 3: // a random moment
 		d := time.Duration(100+rng.IntN(2900)) * time.Millisecond
 		h.startWorker("")
 		h.startProducers()
 		time.Sleep(d)
 		return fmt.Sprintf("after %s", d)
-	case k < 4: // right after the n-th ACK
+	case k < 5: // right after the n-th ACK
 		n := 1 + rng.IntN(300)
 		reached := make(chan struct{})
 		var once sync.Once
@@ -149,22 +142,39 @@ func (h *harness) cutAt(rng *rand.Rand) string {
 		fp := workerPoints[rng.IntN(len(workerPoints))]
 		h.startWorker(fp)
 		h.startProducers()
-		if h.waitPaused(fp) {
+		if h.waitPaused(h.worker, fp) {
 			return "worker paused at " + fp
 		}
 		return fp + " not reached in " + reachTimeout.String()
 	}
 }
 
-// waitPaused waits up to reachTimeout for the worker to pause at fp.
-func (h *harness) waitPaused(fp string) bool {
-	path := filepath.Join(h.worker.FailpointDir, fp+".paused")
+// cutWALAt kills the WAL server and restarts it with a pause at fp, which
+// its recovery or its work after it reaches (or not, within reachTimeout).
+func (h *harness) cutWALAt(fp string) string {
+	h.t.Helper()
+	h.srv.Kill()
+	h.cli.Close()
+	if h.startWAL(fp, nil) != "" {
+		return "wal serve killed, restarted and paused at " + fp + " in its recovery"
+	}
+	h.startWorker("")
+	h.startProducers()
+	if h.waitPaused(h.srv, fp) {
+		return "wal serve killed, restarted and paused at " + fp
+	}
+	return "wal serve killed, restarted; " + fp + " not reached in " + reachTimeout.String()
+}
+
+// waitPaused waits up to reachTimeout for p to pause at fp.
+func (h *harness) waitPaused(p *proc.Proc, fp string) bool {
+	path := filepath.Join(p.FailpointDir, fp+".paused")
 	for deadline := time.Now().Add(reachTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(path); err == nil {
 			return true
 		}
-		if h.worker.Exited() {
-			h.fail(nil, "worker exited: %s", h.worker.Wait())
+		if p.Exited() {
+			h.fail(nil, "%s exited: %s", p.Name, p.Wait())
 		}
 	}
 	return false
@@ -177,10 +187,12 @@ func (h *harness) finish(loss *powerfs.Loss) {
 	h.t.Helper()
 	h.startWorker("")
 	for s := 0; s < shards; s++ {
-		_, _ = h.cli.Seal(h.ctx, table, s) // an empty open generation has nothing to seal
+		ctx, cancel := context.WithTimeout(h.ctx, callTimeout)
+		_, _ = h.cli.Seal(ctx, table, s) // an empty open generation has nothing to seal
+		cancel()
 	}
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		st, err := h.cli.Stats(h.ctx, table, nil)
+		st, err := h.stats()
 		if err != nil {
 			h.fail(loss, "stats: %v", err)
 		}
