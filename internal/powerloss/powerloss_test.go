@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,10 +57,12 @@ func TestPowerLoss(t *testing.T) {
 	perRun := max(1, envInt(t, EnvCutsPerRun, 10))
 	seed := uint64(envInt(t, EnvSeed, time.Now().UnixNano()%1_000_000))
 	start := time.Now()
+	tally := map[string]int{}
+	defer func() { t.Logf("cuts by point:\n%s", formatTally(tally)) }()
 	for run, done := 0, int64(0); done < cuts; run++ {
 		n := min(perRun, cuts-done)
 		s := seed + uint64(run)
-		if !t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) { powerLossRun(t, s, int(n)) }) {
+		if !t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) { powerLossRun(t, s, int(n), tally) }) {
 			t.Fatalf("replay with %s=%d %s=%d %s=%d", EnvSeed, s, EnvCuts, n, EnvCutsPerRun, n)
 		}
 		done += n
@@ -69,7 +72,8 @@ func TestPowerLoss(t *testing.T) {
 
 // powerLossRun runs producers, a WAL server and a worker over a power-loss
 // mount, cuts the power cuts times, and checks the outcome.
-func powerLossRun(t *testing.T, seed uint64, cuts int) {
+// tally counts the cuts by point (and torn ones).
+func powerLossRun(t *testing.T, seed uint64, cuts int, tally map[string]int) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cuts)*time.Minute+5*time.Minute)
 	defer cancel()
 	h := newHarness(t, ctx, seed)
@@ -78,12 +82,14 @@ func powerLossRun(t *testing.T, seed uint64, cuts int) {
 	h.createTable()
 	var loss *powerfs.Loss
 	for c := 1; c <= cuts; c++ {
-		mode := h.cutAt(rng)
+		kind, mode := h.cutAt(rng)
+		tally[kind]++
 		// Half the cuts are torn: part of the unsynced writes reach the disk.
 		var tear *rand.Rand
 		if rng.IntN(2) == 0 {
 			tear = rand.New(rand.NewPCG(seed, uint64(c)))
 			mode += " (torn)"
+			tally["torn"]++
 		}
 		loss = h.powerCut(tear)
 		h.history = append(h.history, fmt.Sprintf("cut %d: %s; acked=%d; lost %d names, revived %d, rolled back %d files%s",
@@ -93,6 +99,15 @@ func powerLossRun(t *testing.T, seed uint64, cuts int) {
 		h.checkSurvivors(loss)
 	}
 	h.finish(loss)
+}
+
+func formatTally(tally map[string]int) string {
+	var lines []string
+	for k, n := range tally {
+		lines = append(lines, fmt.Sprintf("  %4d  %s", n, k))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
 
 // brief lists a few paths of a loss for the history.
@@ -105,8 +120,8 @@ func brief(l *powerfs.Loss) string {
 }
 
 // cutAt starts the worker and the producers and returns once the power is
-// to be cut, describing the point it chose.
-func (h *harness) cutAt(rng *rand.Rand) string {
+// to be cut, with the kind of point it chose and its description.
+func (h *harness) cutAt(rng *rand.Rand) (kind, desc string) {
 	h.t.Helper()
 	switch k := rng.IntN(10); {
 	case k < 1: // the WAL server crashed and paused at a durable operation
@@ -116,7 +131,7 @@ func (h *harness) cutAt(rng *rand.Rand) string {
 		h.startWorker("")
 		h.startProducers()
 		time.Sleep(d)
-		return fmt.Sprintf("after %s", d)
+		return "random moment", fmt.Sprintf("after %s", d)
 	case k < 5: // right after the n-th ACK
 		n := 1 + rng.IntN(300)
 		reached := make(chan struct{})
@@ -134,36 +149,36 @@ func (h *harness) cutAt(rng *rand.Rand) string {
 		h.startProducers()
 		select {
 		case <-reached:
-			return fmt.Sprintf("right after ACK %d", n)
+			return "right after an ACK", fmt.Sprintf("right after ACK %d", n)
 		case <-time.After(reachTimeout):
-			return fmt.Sprintf("ACK %d not reached in %s", n, reachTimeout)
+			return "right after an ACK (not reached)", fmt.Sprintf("ACK %d not reached in %s", n, reachTimeout)
 		}
 	default: // the worker paused at a failpoint
 		fp := workerPoints[rng.IntN(len(workerPoints))]
 		h.startWorker(fp)
 		h.startProducers()
 		if h.waitPaused(h.worker, fp) {
-			return "worker paused at " + fp
+			return "worker at " + fp, "worker paused at " + fp
 		}
-		return fp + " not reached in " + reachTimeout.String()
+		return "worker at " + fp + " (not reached)", fp + " not reached in " + reachTimeout.String()
 	}
 }
 
 // cutWALAt kills the WAL server and restarts it with a pause at fp, which
 // its recovery or its work after it reaches (or not, within reachTimeout).
-func (h *harness) cutWALAt(fp string) string {
+func (h *harness) cutWALAt(fp string) (kind, desc string) {
 	h.t.Helper()
 	h.srv.Kill()
 	h.cli.Close()
 	if h.startWAL(fp, nil) != "" {
-		return "wal serve killed, restarted and paused at " + fp + " in its recovery"
+		return "wal serve at " + fp + " in recovery", "wal serve killed, restarted and paused at " + fp + " in its recovery"
 	}
 	h.startWorker("")
 	h.startProducers()
 	if h.waitPaused(h.srv, fp) {
-		return "wal serve killed, restarted and paused at " + fp
+		return "wal serve at " + fp, "wal serve killed, restarted and paused at " + fp
 	}
-	return "wal serve killed, restarted; " + fp + " not reached in " + reachTimeout.String()
+	return "wal serve at " + fp + " (not reached)", "wal serve killed, restarted; " + fp + " not reached in " + reachTimeout.String()
 }
 
 // waitPaused waits up to reachTimeout for p to pause at fp.
