@@ -37,7 +37,9 @@ type Dataset struct {
 }
 
 // Open opens the dataset at root. It fails with ErrDatasetNotFound when root
-// has no _versions directory. Open writes nothing.
+// has no _versions directory, or one without a version: a creation cut short
+// (a crash or a power loss) before version 1 was linked leaves that layout,
+// and Create finishes it. Open writes nothing.
 func Open(root string) (*Dataset, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -47,7 +49,11 @@ func Open(root string) (*Dataset, error) {
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%s: no %s directory: %w", abs, versionsDir, ErrDatasetNotFound)
 	}
-	return &Dataset{root: abs}, nil
+	d := &Dataset{root: abs}
+	if _, err := d.LatestVersion(); errors.Is(err, ErrVersionNotFound) {
+		return nil, fmt.Errorf("%s: no version yet (a creation cut short): %w", abs, ErrDatasetNotFound)
+	}
+	return d, nil
 }
 
 // Root returns the dataset's absolute directory.
@@ -189,7 +195,8 @@ type CreateOptions struct {
 // Create makes a new empty dataset at root with the given schema as
 // version 1 (an Overwrite transaction with no fragments, as the official
 // writer's createEmptyTable does). Unsupported field types are refused before
-// anything is written; an existing dataset is ErrDatasetExists.
+// anything is written; an existing dataset is ErrDatasetExists. A layout
+// without a version (a creation cut short) is finished.
 func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, error) {
 	s, err := lancefile.FromArrow(schema)
 	if err != nil {
@@ -199,7 +206,7 @@ func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)
 	}
-	if _, err := os.Stat(filepath.Join(abs, versionsDir)); err == nil {
+	if _, err := Open(abs); err == nil {
 		return nil, fmt.Errorf("%s: %w", abs, ErrDatasetExists)
 	}
 	// Each new directory is synced, and so is the parent that got its name,
