@@ -121,7 +121,7 @@ POWERLOSS_SEED ?=
 powerloss: oracle
 	WALCTL_POWERLOSS_CUTS=$(CUTS) WALCTL_POWERLOSS_SEED=$(POWERLOSS_SEED) $(GO) test -count=1 -v -timeout 180m -run '^TestPowerLoss$$' ./internal/powerloss
 
-## chaos: the randomized fault schedules, power loss included.
+## make chaos runs the power cuts too (CUTS of them).
 chaos: powerloss
 
 ## bench: Go benchmarks of the WAL and the Lance writer.
