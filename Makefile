@@ -15,7 +15,7 @@ GORELEASER_VERSION := v2.15.1
 ORACLE    := tools/lance-oracle
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build test unit lint vet fmt-check deps oracle kube-apiserver tools release-check generate qualify bench clean
+.PHONY: all build test unit lint vet fmt-check deps oracle kube-apiserver tools release-check generate qualify powerloss chaos bench clean
 
 all: build
 
@@ -106,6 +106,23 @@ generate:
 QUALIFY_BYTES ?= 192MiB
 qualify: oracle
 	WALCTL_QUALIFY_BYTES=$(QUALIFY_BYTES) $(GO) test -count=1 -v -timeout 60m -run TestRecoveryAfterSIGKILLMidPublication ./internal/qualify
+
+## powerloss: power cuts on a file system that forgets whatever was never
+## made durable (internal/testutil/powerfs, a FUSE loopback in the spirit of
+## LazyFS): real `wal serve` and `worker run` with their directories on it,
+## cut at random moments, right after ACKs and at every publication
+## failpoint; after each cut no ACKed position and no version the WAL was
+## trimmed against may be gone; every 10 cuts the official LanceDB reader
+## and `walctl verify` must find each ACKed id once and no un-ACKed append
+## half visible. Needs /dev/fuse and root. `make test` runs 3 cuts;
+## POWERLOSS_SEED replays a failed run (the failure prints its seed).
+CUTS ?= 200
+POWERLOSS_SEED ?=
+powerloss: oracle
+	WALCTL_POWERLOSS_CUTS=$(CUTS) WALCTL_POWERLOSS_SEED=$(POWERLOSS_SEED) $(GO) test -count=1 -v -timeout 180m -run '^TestPowerLoss$$' ./internal/powerloss
+
+## make chaos runs the power cuts too (CUTS of them).
+chaos: powerloss
 
 ## bench: Go benchmarks of the WAL and the Lance writer.
 bench: oracle kube-apiserver

@@ -45,6 +45,11 @@ const (
 	AfterLinkBeforeDirSync = "after-link-before-dir-sync"
 	// AfterCommitBeforeTrim: the commit is durable, the WAL not yet trimmed.
 	AfterCommitBeforeTrim = "after-commit-before-trim"
+	// AfterTrim: the WAL is trimmed up to the published watermarks.
+	AfterTrim = "after-trim"
+	// AfterPlanPin: a new plan is pinned (recorded durably), not yet
+	// prepared.
+	AfterPlanPin = "after-plan-pin"
 	// AfterFilesPrepared: the argument is the number of files written so far.
 	AfterFilesPrepared = "after-files-prepared"
 	// AfterDescriptorRecord: the descriptor set is recorded.

@@ -37,7 +37,9 @@ type Dataset struct {
 }
 
 // Open opens the dataset at root. It fails with ErrDatasetNotFound when root
-// has no _versions directory or no version in it. Open writes nothing.
+// has no _versions directory, or one without a version: a creation cut short
+// (a crash or a power loss) before version 1 was linked leaves that layout,
+// and Create finishes it. Open writes nothing.
 func Open(root string) (*Dataset, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -48,10 +50,8 @@ func Open(root string) (*Dataset, error) {
 		return nil, fmt.Errorf("%s: no %s directory: %w", abs, versionsDir, ErrDatasetNotFound)
 	}
 	d := &Dataset{root: abs}
-	// A creator that died between its directories and version 1 leaves a
-	// skeleton: not a dataset yet (Create finishes it).
-	if vs, err := d.Versions(); err == nil && len(vs) == 0 {
-		return nil, fmt.Errorf("%s: no version in %s (its creator stopped before version 1): %w", abs, versionsDir, ErrDatasetNotFound)
+	if _, err := d.LatestVersion(); errors.Is(err, ErrVersionNotFound) {
+		return nil, fmt.Errorf("%s: no version yet (a creation cut short): %w", abs, ErrDatasetNotFound)
 	}
 	return d, nil
 }
@@ -195,7 +195,8 @@ type CreateOptions struct {
 // Create makes a new empty dataset at root with the given schema as
 // version 1 (an Overwrite transaction with no fragments, as the official
 // writer's createEmptyTable does). Unsupported field types are refused before
-// anything is written; an existing dataset is ErrDatasetExists.
+// anything is written; an existing dataset is ErrDatasetExists. A layout
+// without a version (a creation cut short) is finished.
 func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, error) {
 	s, err := lancefile.FromArrow(schema)
 	if err != nil {
@@ -205,11 +206,7 @@ func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)
 	}
-	// A _versions directory with no version in it is the skeleton of a
-	// creator that died before committing version 1: finish its work (the
-	// directories are created idempotently and version 1 is put-if-absent,
-	// so racing creators still have exactly one winner).
-	if vs, err := (&Dataset{root: abs}).Versions(); err == nil && len(vs) > 0 {
+	if _, err := Open(abs); err == nil {
 		return nil, fmt.Errorf("%s: %w", abs, ErrDatasetExists)
 	}
 	// Each new directory is synced, and so is the parent that got its name,

@@ -212,5 +212,8 @@ func (s *Session) finish(ctx context.Context, res *Result, plan *Plan, outcome O
 		}
 		res.Trimmed[r.Shard] = t
 	}
+	if err := failpoint.Inject(ctx, failpoint.AfterTrim, 0); err != nil {
+		return res, err
+	}
 	return res, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -251,6 +252,9 @@ func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State, r
 	}
 	pinned, mine, err := s.store.Pin(plan)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := failpoint.Inject(ctx, failpoint.AfterPlanPin, 0); err != nil {
 		return nil, false, err
 	}
 	return pinned, !mine, nil
