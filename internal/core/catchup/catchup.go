@@ -9,7 +9,9 @@
 //
 //	<prefix>/reservations/<table>         coord.Reservation: ordinary claims exclude the table;
 //	                                      the executor claims with exactly its JobID
-//	<prefix>/catchup/policy               the policy persisted on the master's first start
+//	<prefix>/catchup/policy               the policy persisted on the master's first start,
+//	                                      changed only by `walctl catchup policy set` (CAS,
+//	                                      audited under <prefix>/audit/)
 //	<prefix>/catchup/stats/<table>        backlog statistics with their observation time
 //	<prefix>/catchup/targets/<table>      the table's catch-up record: phase, attempt, Job,
 //	                                      termination intent, failure budget, outcome
@@ -101,6 +103,7 @@ func (k keys) admission(t string) string      { return k.dir() + "admission/" + 
 func (k keys) heartbeat(t string) string      { return k.dir() + "heartbeats/" + t }
 func (k keys) claim(t string) string          { return k.c.ClaimKey(t) }
 func (k keys) reservation(t string) string    { return k.c.ReservationKey(t) }
+func (k keys) auditDir() string               { return k.c.Prefix() + "/audit/" }
 func (k keys) claimsDir() string              { return k.c.Prefix() + "/claims/" }
 func (k keys) reservationsDir() string        { return k.c.Prefix() + "/reservations/" }
 func (k keys) tableOf(dir, key string) string { return key[len(dir):] }

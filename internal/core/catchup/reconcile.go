@@ -115,13 +115,13 @@ func (c *Controller) start(ctx context.Context, v tableView) (bool, time.Duratio
 // by CAS on exactly the sampled revision.
 func (c *Controller) observe(ctx context.Context, v tableView) (bool, time.Duration, error) {
 	rec := v.target
-	st, err := c.r.Get(ctx, rec.JobID)
+	if rec.Job == nil {
+		return false, 0, fmt.Errorf("table %s is running job %s without a recorded identity: %w", v.table, rec.JobID, coord.ErrUnknownRecord)
+	}
+	st, err := c.r.Get(ctx, *rec.Job)
 	switch {
 	case errors.Is(err, ErrJobNotFound):
-		st = JobStatus{State: JobFailed, Detail: "the job disappeared"}
-		if rec.Job != nil {
-			st.Ref = *rec.Job
-		}
+		st = JobStatus{Ref: *rec.Job, State: JobFailed, Detail: "the job disappeared"}
 	case err != nil:
 		return false, 0, err
 	}
@@ -174,7 +174,9 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			return c.release(ctx, v, t) // never got as far as a create: no Job
 		}
 		if rec.Job == nil {
-			st, err := c.r.Get(ctx, rec.JobID)
+			// The create intent is persisted but its outcome is not: the
+			// Job, if any, holds the record's deterministic name.
+			st, err := c.r.Get(ctx, JobRef{Name: rec.JobID})
 			if errors.Is(err, ErrJobNotFound) {
 				return c.release(ctx, v, t)
 			}
@@ -196,17 +198,17 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			_, err := c.put(ctx, v, rec)
 			return true, 0, err
 		case errors.Is(err, ErrJobPrecondition):
-			st, gerr := c.r.Get(ctx, rec.JobID)
+			// Re-read exactly the recorded Job (name and UID): a newer
+			// resourceVersion is adopted; a Job of another UID under the
+			// name is not the one this record started and is left alone.
+			st, gerr := c.r.Get(ctx, *rec.Job)
 			if errors.Is(gerr, ErrJobNotFound) {
+				c.log.WarnContext(ctx, "recorded catch-up job is gone", "table", v.table, "job", rec.Job.String())
 				t.Done = true
 				rec.Termination = &t
 			} else if gerr != nil {
 				return false, 0, gerr
 			} else {
-				if st.Ref.UID != rec.Job.UID {
-					c.log.WarnContext(ctx, "catch-up job was replaced under the same name; terminating the new one",
-						"table", v.table, "job", rec.JobID, "old_uid", rec.Job.UID, "uid", st.Ref.UID)
-				}
 				rec.Job = &st.Ref
 			}
 			// A lost guard is not an error: the next step re-reads.

@@ -51,14 +51,6 @@ const (
 	OutcomeCancelled Outcome = "cancelled"
 )
 
-// JobRef identifies one created Job (or local process): the UID and
-// resourceVersion are the preconditions of its termination.
-type JobRef struct {
-	Name            string `json:"name"`
-	UID             string `json:"uid"`
-	ResourceVersion string `json:"resource_version"`
-}
-
 // Termination is the persisted termination intent (rule 16).
 type Termination struct {
 	Reason      string    `json:"reason"`
