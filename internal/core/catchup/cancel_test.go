@@ -2,6 +2,7 @@ package catchup_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/walctl/walctl/internal/core/catchup"
@@ -197,5 +198,44 @@ func TestCancelDuringJobCreation(t *testing.T) {
 	e.reconcile(e.master, "t1")
 	if st := e.wantPhase("t1", catchup.PhaseIdle); *st.Outcome != catchup.OutcomeCancelled {
 		t.Fatalf("outcome %v", *st.Outcome)
+	}
+}
+
+// Issue 13 item 11: cancelling a Job that already exited 0 (before the
+// controller observed it) is refused with ErrAlreadyFinished naming its
+// outcome, and the attempt keeps it: success, not "cancelled". A Job that
+// ends between the look and the CAS keeps its outcome too.
+func TestCancelOfAFinishedJobKeepsItsOutcome(t *testing.T) {
+	e := newEnv(t, nil)
+	job := e.running("t1")
+	e.begin("t1", job)
+	e.runner.Finish(job, catchup.JobSucceeded, "exit code 0")
+	err := e.ctrl.Cancel(e.ctx, "t1", "too late", "erin")
+	wantErr(t, err, catchup.ErrAlreadyFinished)
+	wantErr(t, err, errs.ErrConflict)
+	if !strings.Contains(err.Error(), "already finished: succeeded at ") {
+		t.Fatalf("refusal %q does not say it already finished", err)
+	}
+	e.wantPhase("t1", catchup.PhaseFinishing)
+	wantErr(t, e.ctrl.Cancel(e.ctx, "t1", "again", "erin"), catchup.ErrAlreadyFinished)
+	e.runner.PodsGone(job)
+	e.reconcile(e.master, "t1")
+	if st := e.wantPhase("t1", catchup.PhaseIdle); *st.Outcome != catchup.OutcomeSuccess || e.runner.Deleted(job) {
+		t.Fatalf("outcome %v (deleted %v), want success and the Job left alone", *st.Outcome, e.runner.Deleted(job))
+	}
+
+	// The race: the Job ends after the cancellation's CAS; the controller
+	// looks before terminating and keeps the failure it ended with.
+	e.scan("t2", 1000)
+	job2 := e.running("t2")
+	e.begin("t2", job2)
+	if err := e.ctrl.Cancel(e.ctx, "t2", "maintenance", "erin"); err != nil {
+		t.Fatal(err)
+	}
+	e.runner.Finish(job2, catchup.JobFailed, "exit code 6")
+	e.runner.PodsGone(job2)
+	e.reconcile(e.master, "t2")
+	if st := e.wantPhase("t2", catchup.PhaseIdle); *st.Outcome != catchup.OutcomeFailure || st.ConsecutiveFailures != 1 || e.runner.Deleted(job2) {
+		t.Fatalf("outcome %v failures %d (deleted %v), want the Job's own failure", *st.Outcome, st.ConsecutiveFailures, e.runner.Deleted(job2))
 	}
 }

@@ -72,6 +72,9 @@ var (
 	// ErrProgressAdvanced means a cancellation lost its CAS: progress (or a
 	// new execution) was recorded after the observation it was based on.
 	ErrProgressAdvanced = fmt.Errorf("progress advanced since it was observed; cancellation abandoned: %w", errs.ErrConflict)
+	// ErrAlreadyFinished means a cancellation came after the Job had ended
+	// by itself: its real outcome stands.
+	ErrAlreadyFinished = fmt.Errorf("a finished catch-up job cannot be cancelled: %w", errs.ErrConflict)
 	// ErrNotActive means the table has no active catch-up (cancel, status
 	// of an execution).
 	ErrNotActive = fmt.Errorf("no active catch-up: %w", errs.ErrNotFound)

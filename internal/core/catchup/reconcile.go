@@ -126,14 +126,9 @@ func (c *Controller) observe(ctx context.Context, v tableView) (bool, time.Durat
 		return false, 0, err
 	}
 	if st.State == JobSucceeded || st.State == JobFailed {
-		rec.Phase, rec.OutcomeDetail = PhaseFinishing, st.Detail
-		rec.JobResult = OutcomeFailure
-		if st.State == JobSucceeded {
-			rec.JobResult = OutcomeSuccess
-		}
 		c.log.InfoContext(ctx, "catch-up job ended", "table", v.table, "job", rec.JobID, "state", st.State, "detail", st.Detail)
 		// A lost guard is not an error: the next step re-reads.
-		_, err := c.put(ctx, v, rec)
+		_, err := c.put(ctx, v, c.ended(rec, st))
 		return true, 0, err
 	}
 	now := c.s.now()
@@ -157,6 +152,34 @@ func (c *Controller) observe(ctx context.Context, v tableView) (bool, time.Durat
 	c.log.WarnContext(ctx, "catch-up job stalled; admission closed, terminating", "table", v.table, "job", rec.JobID,
 		"seq", obs.seq, "exec", obs.exec, "detail", o.Detail)
 	return true, 0, nil
+}
+
+// ended is rec moved to finishing with the outcome of a Job that ended by
+// itself.
+func (c *Controller) ended(rec targetRecord, st JobStatus) targetRecord {
+	rec.Phase, rec.OutcomeDetail, rec.JobEndedAt = PhaseFinishing, st.Detail, utc(st.FinishedAt)
+	if rec.JobEndedAt.IsZero() {
+		rec.JobEndedAt = c.s.now()
+	}
+	rec.JobResult = OutcomeFailure
+	if st.State == JobSucceeded {
+		rec.JobResult = OutcomeSuccess
+	}
+	return rec
+}
+
+// endedByItself reads the recorded Job: a Job that has ended by itself
+// (not by a deletion) is returned with ok, so that a termination requested
+// after its end keeps its real outcome instead of "cancelled".
+func (c *Controller) endedByItself(ctx context.Context, ref JobRef) (JobStatus, bool, error) {
+	st, err := c.r.Get(ctx, ref)
+	switch {
+	case errors.Is(err, ErrJobNotFound):
+		return st, false, nil
+	case err != nil:
+		return st, false, err
+	}
+	return st, !st.Deleting && (st.State == JobSucceeded || st.State == JobFailed), nil
 }
 
 // terminate drives the persisted termination intent: Runner.Terminate with
@@ -186,6 +209,17 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			rec.Job = &st.Ref
 			// A lost guard is not an error: the next step re-reads.
 			_, err = c.put(ctx, v, rec)
+			return true, 0, err
+		}
+		if st, ok, err := c.endedByItself(ctx, *rec.Job); err != nil {
+			return false, 0, err
+		} else if ok {
+			c.log.InfoContext(ctx, "catch-up job had ended before its termination; keeping its outcome",
+				"table", v.table, "job", rec.JobID, "state", st.State, "detail", st.Detail)
+			rec = c.ended(rec, st)
+			rec.Termination = nil
+			// A lost guard is not an error: the next step re-reads.
+			_, err := c.put(ctx, v, rec)
 			return true, 0, err
 		}
 		err := c.r.Terminate(ctx, *rec.Job)

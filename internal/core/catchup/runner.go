@@ -87,6 +87,9 @@ type JobStatus struct {
 	State JobState `json:"state"`
 	// Detail is the runner's reason for a failure (exit code, condition).
 	Detail string `json:"detail,omitempty"`
+	// FinishedAt is when a Job that ended by itself ended (zero while it
+	// runs, or when the runner cannot tell).
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Deleting is true once a deletion of the Job has been accepted (its
 	// State is then JobFailed unless it had finished).
 	Deleting bool `json:"deleting"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -161,9 +162,9 @@ func (r *Runner) Get(ctx context.Context, ref catchup.JobRef) (catchup.JobStatus
 	st := catchup.JobStatus{Ref: refOf(job), State: catchup.JobActive, Deleting: job.DeletionTimestamp != nil, Pods: []catchup.PodStatus{}}
 	switch {
 	case outcomeOf(job) == catchup.JobSucceeded:
-		st.State, st.Detail = catchup.JobSucceeded, "job complete"
+		st.State, st.Detail, st.FinishedAt = catchup.JobSucceeded, "job complete", endedAt(job)
 	case outcomeOf(job) == catchup.JobFailed:
-		st.State, st.Detail = catchup.JobFailed, fmt.Sprintf("job failed (%d failed pods)", job.Status.Failed)
+		st.State, st.Detail, st.FinishedAt = catchup.JobFailed, fmt.Sprintf("job failed (%d failed pods)", job.Status.Failed), endedAt(job)
 	case st.Deleting:
 		st.State, st.Detail = catchup.JobFailed, "job is being deleted"
 	}
@@ -272,6 +273,19 @@ func outcomeOf(job *batchv1.Job) catchup.JobState {
 		}
 	}
 	return catchup.JobActive
+}
+
+// endedAt is when the Job's Complete or Failed condition became true.
+func endedAt(job *batchv1.Job) time.Time {
+	if job.Status.CompletionTime != nil {
+		return job.Status.CompletionTime.Time
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 func refOf(job *batchv1.Job) catchup.JobRef {

@@ -50,8 +50,9 @@ type Catchup interface {
 	Status(ctx context.Context, table string) (catchup.Status, error)
 }
 
-// NewCatchup joins a Master (admission, cancellation) and its Controller
-// (status with the controller's stall observation) into a Catchup.
+// NewCatchup joins a Master (admission) and its Controller (cancellation
+// that looks at the Job first, status with the controller's stall
+// observation) into a Catchup.
 func NewCatchup(m *catchup.Master, c *catchup.Controller) Catchup { return joined{m, c} }
 
 type joined struct {
@@ -61,6 +62,12 @@ type joined struct {
 
 func (j joined) Status(ctx context.Context, table string) (catchup.Status, error) {
 	return j.c.Status(ctx, table)
+}
+
+// Cancel looks at the Job before the cancellation CAS (Controller.Cancel):
+// a Job that already finished keeps its outcome.
+func (j joined) Cancel(ctx context.Context, table, reason, by string) error {
+	return j.c.Cancel(ctx, table, reason, by)
 }
 
 // Tables tells whether a table exists (wal.Log satisfies it).

@@ -71,6 +71,7 @@ type proc struct {
 	pid        int
 	done       chan struct{} // closed when the process has exited and been reaped
 	exitCode   int
+	exitedAt   time.Time
 	terminated bool // Terminate accepted: the Job is gone for Get
 }
 
@@ -142,7 +143,7 @@ func (r *Runner) Create(_ context.Context, spec catchup.JobSpec) (catchup.JobRef
 			code = -1
 		}
 		r.mu.Lock()
-		p.exitCode = code
+		p.exitCode, p.exitedAt = code, r.cfg.Clock.Now()
 		r.mu.Unlock()
 		close(p.done)
 		r.cfg.Logger.Info("catch-up process exited", "job", spec.Name, "pid", pid, "exit_code", code)
@@ -179,7 +180,7 @@ func (r *Runner) Get(_ context.Context, ref catchup.JobRef) (catchup.JobStatus, 
 		st := catchup.JobStatus{Ref: p.ref, State: catchup.JobActive}
 		select {
 		case <-p.done:
-			st.State, st.Detail = catchup.JobFailed, fmt.Sprintf("exit code %d", p.exitCode)
+			st.State, st.Detail, st.FinishedAt = catchup.JobFailed, fmt.Sprintf("exit code %d", p.exitCode), p.exitedAt
 			if p.exitCode == 0 {
 				st.State = catchup.JobSucceeded
 			}
