@@ -1,7 +1,9 @@
-// Package master is the HTTP side of `walctl master run` (issue 7): the
-// catch-up API in front of catchup.Master and catchup.Controller, with
-// bearer-token authentication, strict request decoding, /healthz and
-// /metrics.
+// Package master is `walctl master run` (issue 7): Run, the daemon's
+// lifecycle (catch-up master, controller, API server, endpoint file,
+// shutdown grace); the catch-up API in front of catchup.Master and
+// catchup.Controller, with bearer-token authentication, strict request
+// decoding, /healthz and /metrics; and Client, the API's one client (the
+// catch-up verbs and the tests use it).
 //
 // Routes (JSON in and out; every error is {"error", "code", "status"}):
 //
