@@ -4,18 +4,9 @@ package master
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	catchupcmd "github.com/walctl/walctl/internal/commands/catchup"
@@ -77,7 +68,9 @@ the API, one admission path), starts them, observes their progress, cancels a
 stalled Job by CAS and releases its slot once every process has ended.
 
 The policy (catchup.*; see 'walctl config show') is persisted in etcd on the
-first start; a master with a different policy refuses to start. Catch-up is off
+first start; a master with a different policy refuses to start (exit 4): compare
+with 'walctl catchup policy show', change the stored one with 'walctl catchup
+policy set' (CAS, audited), then restart every master with it. Catch-up is off
 unless catchup.enabled is set, and only the tables in catchup.owned_targets are
 ever caught up.
 
@@ -141,84 +134,15 @@ func runRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	store := catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()})
-	m, err := catchup.OpenMaster(ctx, store, catchupcmd.PolicyFromConfig(cfg), f.Logger)
-	if err != nil {
-		return err
-	}
-	runner, err := newRunner(ctx, f, m.Policy())
-	if err != nil {
-		return err
-	}
-	ctrl, err := catchup.NewController(m, catchup.ControllerConfig{Runner: runner, Logger: f.Logger,
-		Scanner:      catchup.NewScanner(store, log, lancewm.Func(cfg.Global.LanceRoot)),
-		ScanInterval: cfg.Duration(KeyScanInterval)})
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api, err := coremaster.New(coremaster.Config{Token: cfg.String(catchupcmd.KeyMasterToken),
-		Catchup: coremaster.NewCatchup(m, ctrl), Tables: log, Registry: reg, Gatherer: reg, Logger: f.Logger})
-	if err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", cfg.String(KeyListen))
-	if err != nil {
-		return cmdutil.FlagErrorf("--listen %s: %v", cfg.String(KeyListen), err)
-	}
-	url := "http://" + lis.Addr().String()
-	endpoint := catchupcmd.MasterEndpointFile(cfg.Global.DataDir)
-	if err := writeEndpoint(endpoint, url); err != nil {
-		lis.Close()
-		return err
-	}
-	defer os.Remove(endpoint)
-
-	cctx, stopCtrl := context.WithCancel(ctx)
-	defer stopCtrl()
-	var wg sync.WaitGroup
-	ctrlErr := make(chan error, 1)
-	wg.Add(1)
-	go func() { defer wg.Done(); ctrlErr <- ctrl.Run(cctx) }()
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(lis) }()
-	p := m.Policy()
-	f.Logger.Info("master started", "url", url, "runner", cfg.String(KeyRunner), "catchup_enabled", p.Enabled,
-		"owned_targets", p.OwnedTargets, "max_jobs", p.MaxJobs)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-srvErr:
-	case runErr = <-ctrlErr:
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Duration(KeyShutdownGrace))
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && runErr == nil {
-		runErr = err
-	}
-	stopCtrl()
-	wg.Wait()
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	f.Logger.Info("master stopped")
-	return nil
-}
-
-func writeEndpoint(path, url string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("publish master endpoint: %w", err)
-	}
-	return nil
+	return coremaster.Run(ctx, coremaster.RunConfig{
+		Store:  catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()}),
+		Policy: catchupcmd.PolicyFromConfig(cfg),
+		NewRunner: func(p catchup.Policy) (catchup.Runner, error) {
+			f.Logger.Info("catch-up job runner", "runner", cfg.String(KeyRunner))
+			return newRunner(ctx, f, p)
+		},
+		WAL: log, Watermarks: lancewm.Func(cfg.Global.LanceRoot), ScanInterval: cfg.Duration(KeyScanInterval),
+		Listen: cfg.String(KeyListen), EndpointFile: coremaster.EndpointFile(cfg.Global.DataDir),
+		Token: cfg.String(catchupcmd.KeyMasterToken), ShutdownGrace: cfg.Duration(KeyShutdownGrace), Logger: f.Logger,
+	})
 }
