@@ -47,7 +47,9 @@ type fakePolicies struct {
 	err    error
 }
 
-func (f *fakePolicies) LoadPolicy(context.Context) (corecatchup.StoredPolicy, error) { return f.stored, f.err }
+func (f *fakePolicies) LoadPolicy(context.Context) (corecatchup.StoredPolicy, error) {
+	return f.stored, f.err
+}
 func (f *fakePolicies) SetPolicy(_ context.Context, ch corecatchup.PolicyChange) (corecatchup.PolicyChangeResult, error) {
 	f.change = ch
 	fields := ch.Policy.Diff(f.stored.Policy)

@@ -4,6 +4,7 @@ package master
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 	catchupcmd "github.com/walctl/walctl/internal/commands/catchup"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/catchup"
-	"github.com/walctl/walctl/internal/core/catchup/lancewm"
+	"github.com/walctl/walctl/internal/core/catchup/watermarks"
 	coremaster "github.com/walctl/walctl/internal/core/master"
 )
 
@@ -43,9 +44,23 @@ func init() {
 	)
 }
 
-// Options of `walctl master run`.
+// Options of `walctl master run`: the typed settings and the lazy
+// dependencies the daemon needs.
 type Options struct {
-	F *cmdutil.Factory
+	// WAL opens the WAL (shared with the executors when it is local).
+	WAL func(context.Context) (coremaster.WAL, error)
+	// Store opens the catch-up records on the configured etcd.
+	Store func(context.Context) (*catchup.Store, error)
+	// NewRunner builds the configured Job runner for the stored policy.
+	NewRunner    func(context.Context, catchup.Policy) (catchup.Runner, error)
+	Logger       *slog.Logger
+	Policy       catchup.Policy
+	LanceRoot    string
+	DataDir      string
+	Listen       string
+	Token        string
+	ScanInterval time.Duration
+	Grace        time.Duration
 }
 
 // NewCmdMaster returns the `master` command group.
@@ -57,7 +72,7 @@ func NewCmdMaster(f *cmdutil.Factory) *cobra.Command {
 
 // NewCmdRun returns `master run`.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{}
 	cmd := &cobra.Command{
 		Use:   "run [--listen ADDR]",
 		Short: "Serve the catch-up API, scan the backlog and drive catch-up Jobs until stopped",
@@ -108,6 +123,7 @@ to finish and a restarted master reconciles them from etcd.`,
 			default:
 				return cmdutil.FlagErrorf("--runner must be local or kubernetes, not %q", r)
 			}
+			fillOptions(opts, f)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -120,29 +136,47 @@ to finish and a restarted master reconciles them from etcd.`,
 	return cmd
 }
 
-func runRun(ctx context.Context, opts *Options) error {
-	f := opts.F
+// fillOptions copies the settings and the lazy dependencies from the
+// factory, once the configuration is loaded.
+func fillOptions(opts *Options, f *cmdutil.Factory) {
 	cfg := f.Config
-	log, err := f.WAL(ctx)
+	g := cfg.Global
+	*opts = Options{
+		WAL: func(ctx context.Context) (coremaster.WAL, error) {
+			log, err := f.WAL(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return log, f.ShareLocalWAL(ctx)
+		},
+		Store: func(ctx context.Context) (*catchup.Store, error) {
+			co, err := f.Coord(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()}), nil
+		},
+		NewRunner: func(ctx context.Context, p catchup.Policy) (catchup.Runner, error) { return newRunner(ctx, f, p) },
+		Logger:    f.Logger, Policy: catchupcmd.PolicyFromConfig(cfg), LanceRoot: g.LanceRoot, DataDir: g.DataDir,
+		Listen: cfg.String(KeyListen), Token: cfg.String(catchupcmd.KeyMasterToken),
+		ScanInterval: cfg.Duration(KeyScanInterval), Grace: cfg.Duration(KeyShutdownGrace),
+	}
+}
+
+func runRun(ctx context.Context, opts *Options) error {
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
-	if err := f.ShareLocalWAL(ctx); err != nil {
-		return err
-	}
-	co, err := f.Coord(ctx)
+	store, err := opts.Store(ctx)
 	if err != nil {
 		return err
 	}
 	return coremaster.Run(ctx, coremaster.RunConfig{
-		Store:  catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()}),
-		Policy: catchupcmd.PolicyFromConfig(cfg),
-		NewRunner: func(p catchup.Policy) (catchup.Runner, error) {
-			f.Logger.Info("catch-up job runner", "runner", cfg.String(KeyRunner))
-			return newRunner(ctx, f, p)
-		},
-		WAL: log, Watermarks: lancewm.Func(cfg.Global.LanceRoot), ScanInterval: cfg.Duration(KeyScanInterval),
-		Listen: cfg.String(KeyListen), EndpointFile: coremaster.EndpointFile(cfg.Global.DataDir),
-		Token: cfg.String(catchupcmd.KeyMasterToken), ShutdownGrace: cfg.Duration(KeyShutdownGrace), Logger: f.Logger,
+		Store: store, Policy: opts.Policy,
+		NewRunner: func(p catchup.Policy) (catchup.Runner, error) { return opts.NewRunner(ctx, p) },
+		WAL:       log, Watermarks: watermarks.FromLance(opts.LanceRoot), ScanInterval: opts.ScanInterval,
+		Listen: opts.Listen, EndpointFile: coremaster.EndpointFile(opts.DataDir), Token: opts.Token,
+		ShutdownGrace: opts.Grace, Logger: opts.Logger,
 	})
 }

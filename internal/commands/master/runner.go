@@ -17,8 +17,10 @@ import (
 // newRunner builds the configured catch-up Job runner.
 func newRunner(ctx context.Context, f *cmdutil.Factory, p catchup.Policy) (catchup.Runner, error) {
 	if f.Config.String(KeyRunner) == "kubernetes" {
+		f.Logger.Info("catch-up job runner: kubernetes", "namespace", f.Config.String(KeyNamespace))
 		return newKubeRunner(ctx, f, p)
 	}
+	f.Logger.Info("catch-up job runner: local processes")
 	args, err := childArgs(ctx, f)
 	if err != nil {
 		return nil, err

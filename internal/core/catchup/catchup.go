@@ -31,7 +31,7 @@
 //   - `walctl master run`: NewStore, OpenMaster (fails closed on a policy
 //     mismatch), NewController(...).Run in the background; the API calls
 //     Master.Admit (POST), Controller.Status (GET) and Master.Cancel.
-//   - `walctl backlog scan`: NewScanner(store, wal, lancewm.Func(root)).Scan.
+//   - `walctl backlog scan`: NewScanner(store, wal, watermarks.FromLance(root)).Scan.
 //   - `walctl catchup run --table T --job J`: coord.Acquire with
 //     coord.OwnerCatchup and JobID J, Store.BeginExecution, then per batch
 //     Store.RecordProgress(ProgressBatch), before each commit
