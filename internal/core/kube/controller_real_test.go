@@ -123,6 +123,25 @@ func startEtcd(t *testing.T, ctx context.Context) string {
 	return srv.Endpoint()
 }
 
+// newControllerEnv is a namespace, an etcd and the policy of the
+// controller tests.
+func newControllerEnv(t *testing.T) (*env, context.Context, string, catchup.Policy) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return e, ctx, startEtcd(t, ctx), controllerPolicy()
+}
+
+// firstJob runs a master until its scan's Job runs, stops it and returns
+// it (stopped) and the Job.
+func (e *env) firstJob(ctx context.Context, endpoint string, p catchup.Policy) (master, batchv1.Job) {
+	e.t.Helper()
+	first := e.startMaster(ctx, endpoint, p)
+	waitFor(e.t, ctx, "the scan's Job runs", func() bool { return status(e.t, ctx, first.m).Phase == catchup.PhaseRunning })
+	first.stop()
+	return first, e.theJob(ctx)
+}
+
 // theJob returns the namespace's only Job.
 func (e *env) theJob(ctx context.Context) batchv1.Job {
 	e.t.Helper()
@@ -139,17 +158,9 @@ func (e *env) theJob(ctx context.Context) batchv1.Job {
 // restarted master finds the same Job by its recorded identity (no second
 // Job); a cancellation deletes exactly that Job and releases the slot.
 func TestControllerDrivesRealJobs(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	endpoint := startEtcd(t, ctx)
-	p := controllerPolicy()
-
-	first := e.startMaster(ctx, endpoint, p)
-	waitFor(t, ctx, "the scan's Job runs", func() bool { return status(t, ctx, first.m).Phase == catchup.PhaseRunning })
+	e, ctx, endpoint, p := newControllerEnv(t)
+	first, job := e.firstJob(ctx, endpoint, p)
 	st := status(t, ctx, first.m)
-	first.stop()
-	job := e.theJob(ctx)
 	if string(job.UID) != *st.JobUID || job.Name != *st.JobID || job.Annotations[kube.AnnotationJobID] != *st.JobID {
 		t.Fatalf("job %s uid %s (job id %s); status says uid %s job %s", job.Name, job.UID, job.Annotations[kube.AnnotationJobID], *st.JobUID, *st.JobID)
 	}
@@ -182,16 +193,8 @@ func TestControllerDrivesRealJobs(t *testing.T) {
 // recorded in etcd — it does not read as gone — terminates exactly it, and
 // keeps the fleet slot reserved until its Pod is terminal.
 func TestJobOfATableNoLongerOwnedKeepsItsSlotUntilItsPodsEnd(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	endpoint := startEtcd(t, ctx)
-	p := controllerPolicy()
-
-	first := e.startMaster(ctx, endpoint, p)
-	waitFor(t, ctx, "the scan's Job runs", func() bool { return status(t, ctx, first.m).Phase == catchup.PhaseRunning })
-	first.stop()
-	job := e.theJob(ctx)
+	e, ctx, endpoint, p := newControllerEnv(t)
+	first, job := e.firstJob(ctx, endpoint, p)
 	pod := e.setPhase(e.createPod(&job, job.Name+"-x"), corev1.PodRunning)
 
 	changed := p
