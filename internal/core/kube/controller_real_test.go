@@ -133,13 +133,14 @@ func newControllerEnv(t *testing.T) (*env, context.Context, string, catchup.Poli
 }
 
 // firstJob runs a master until its scan's Job runs, stops it and returns
-// it (stopped) and the Job.
-func (e *env) firstJob(ctx context.Context, endpoint string, p catchup.Policy) (master, batchv1.Job) {
+// the Job and the status it ran with.
+func (e *env) firstJob(ctx context.Context, endpoint string, p catchup.Policy) (batchv1.Job, catchup.Status) {
 	e.t.Helper()
 	first := e.startMaster(ctx, endpoint, p)
 	waitFor(e.t, ctx, "the scan's Job runs", func() bool { return status(e.t, ctx, first.m).Phase == catchup.PhaseRunning })
+	st := status(e.t, ctx, first.m)
 	first.stop()
-	return first, e.theJob(ctx)
+	return e.theJob(ctx), st
 }
 
 // theJob returns the namespace's only Job.
@@ -159,8 +160,7 @@ func (e *env) theJob(ctx context.Context) batchv1.Job {
 // Job); a cancellation deletes exactly that Job and releases the slot.
 func TestControllerDrivesRealJobs(t *testing.T) {
 	e, ctx, endpoint, p := newControllerEnv(t)
-	first, job := e.firstJob(ctx, endpoint, p)
-	st := status(t, ctx, first.m)
+	job, st := e.firstJob(ctx, endpoint, p)
 	if string(job.UID) != *st.JobUID || job.Name != *st.JobID || job.Annotations[kube.AnnotationJobID] != *st.JobID {
 		t.Fatalf("job %s uid %s (job id %s); status says uid %s job %s", job.Name, job.UID, job.Annotations[kube.AnnotationJobID], *st.JobUID, *st.JobID)
 	}
@@ -194,12 +194,18 @@ func TestControllerDrivesRealJobs(t *testing.T) {
 // keeps the fleet slot reserved until its Pod is terminal.
 func TestJobOfATableNoLongerOwnedKeepsItsSlotUntilItsPodsEnd(t *testing.T) {
 	e, ctx, endpoint, p := newControllerEnv(t)
-	first, job := e.firstJob(ctx, endpoint, p)
+	job, _ := e.firstJob(ctx, endpoint, p)
 	pod := e.setPhase(e.createPod(&job, job.Name+"-x"), corev1.PodRunning)
 
 	changed := p
 	changed.OwnedTargets = []string{"other"}
-	if _, err := first.m.Store().SetPolicy(ctx, catchup.PolicyChange{Policy: changed, Actor: "test", Reason: "orders moves away"}); err != nil {
+	ops, err := coord.Connect(ctx, coord.Config{Endpoints: []string{endpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ops.Close()
+	if _, err := catchup.NewStore(ops, catchup.StoreOptions{}).SetPolicy(ctx,
+		catchup.PolicyChange{Policy: changed, Actor: "test", Reason: "orders moves away"}); err != nil {
 		t.Fatal(err)
 	}
 	second := e.startMaster(ctx, endpoint, changed)
