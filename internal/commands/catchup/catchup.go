@@ -10,9 +10,13 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/budget"
 	corecatchup "github.com/walctl/walctl/internal/core/catchup"
+	"github.com/walctl/walctl/internal/core/catchup/executor"
+	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/errs"
 	coremaster "github.com/walctl/walctl/internal/core/master"
+	"github.com/walctl/walctl/internal/core/publish"
 )
 
 const clientExitHelp = `
@@ -91,5 +95,35 @@ func newDeps(f *cmdutil.Factory) deps {
 			return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
 		},
 		Print: f.Print,
+	}
+}
+
+// newRunOptions wires the lazy dependencies from the factory.
+func newRunOptions(f *cmdutil.Factory) *RunOptions {
+	return &RunOptions{
+		Admission: func(ctx context.Context) (executor.Admission, error) {
+			co, err := f.Coord(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
+		},
+		WAL: func(ctx context.Context) (executor.Sealed, error) { return f.WAL(ctx) },
+		Publisher: func(ctx context.Context, opts *RunOptions, guard func(context.Context, string) error) (executor.Acquirer, error) {
+			owner := f.Owner(coord.OwnerCatchup)
+			owner.JobID = opts.JobID
+			pub, err := f.PublisherWith(ctx, owner, func(pc *publish.Config) {
+				pc.Limits.MaxBytes, pc.Limits.MaxGenerations = opts.BatchBytes, opts.BatchGenerations
+				pc.Limits.FileBytes = min(pc.Limits.FileBytes, opts.BatchBytes)
+				pc.Budget = budget.New(opts.MergeBufferBytes)
+				pc.CommitGuard = guard
+			})
+			if err != nil {
+				return nil, err
+			}
+			return executor.PublisherAcquirer(pub), nil
+		},
+		Progress: f.Progress,
+		Print:    f.Print,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,8 +12,11 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/commands/render"
 	corecatchup "github.com/walctl/walctl/internal/core/catchup"
+	"github.com/walctl/walctl/internal/core/catchup/executor"
+	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/errs"
 	coremaster "github.com/walctl/walctl/internal/core/master"
 )
@@ -169,5 +173,54 @@ func TestPolicySetRun(t *testing.T) {
 	}
 	if !slices.Equal(pol.stored.Policy.OwnedTargets, []string{"orders"}) {
 		t.Fatalf("the policy read was mutated: %v", pol.stored.Policy.OwnedTargets)
+	}
+}
+
+// unusedAdmission and unusedWAL fail the test if the executor reaches them.
+type unusedAdmission struct{ t *testing.T }
+
+func (a unusedAdmission) BeginExecution(context.Context, string, string) (corecatchup.Execution, error) {
+	a.t.Fatal("an execution began without the table")
+	return corecatchup.Execution{}, nil
+}
+func (a unusedAdmission) CheckAdmission(context.Context, string, uint64) error { return nil }
+func (a unusedAdmission) RecordProgress(context.Context, string, uint64, corecatchup.ProgressKind) (uint64, error) {
+	return 0, nil
+}
+func (a unusedAdmission) Heartbeat(context.Context, string, uint64) error { return nil }
+
+type refusingAcquirer struct{ err error }
+
+func (r refusingAcquirer) Acquire(context.Context, string) (executor.Session, error) { return nil, r.err }
+
+// The executor whose table another holder has: the report (no batches,
+// the claim's error) is printed and the error is the claim's (exit 4).
+func TestRunRunWhenTheTableIsHeld(t *testing.T) {
+	opts, _, err := cmdtest.Parse(t, NewCmdRun, []string{"--table", "orders", "--job", "walctl-catchup-orders-1a2b3c4d-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var printed any
+	var guard func(context.Context, string) error
+	held := fmt.Errorf("table orders is claimed by worker w1: %w", coord.ErrClaimed)
+	opts.Admission = func(context.Context) (executor.Admission, error) { return unusedAdmission{t}, nil }
+	opts.WAL = func(context.Context) (executor.Sealed, error) { return nil, nil }
+	opts.Publisher = func(_ context.Context, o *RunOptions, g func(context.Context, string) error) (executor.Acquirer, error) {
+		guard = g
+		return refusingAcquirer{held}, nil
+	}
+	ios, _, _, _ := cmdutil.Test()
+	opts.Progress = func() *progress.Reporter { return progress.New(ios.ErrOut, false, true, time.Now) }
+	opts.Print = func(v any, rows func() *render.Table) error { printed = v; rows(); return nil }
+	err = runRun(context.Background(), opts)
+	if !errors.Is(err, coord.ErrClaimed) || !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("runRun: %v, want the claim's error", err)
+	}
+	rep, ok := printed.(*executor.Report)
+	if !ok || rep.Outcome != executor.OutcomeFailed || rep.Error == "" || len(rep.Batches) != 0 || rep.JobID != "walctl-catchup-orders-1a2b3c4d-1" {
+		t.Fatalf("printed %+v", printed)
+	}
+	if guard == nil || guard(context.Background(), "orders") == nil {
+		t.Fatal("the publisher's commit guard is missing or admits before any execution began")
 	}
 }
