@@ -139,8 +139,9 @@ func finishedWord(o Outcome) string {
 // Cancel is Master.Cancel with a look at the Job first: a Job that has
 // already ended by itself (exit 0 or not) but was not yet observed is
 // recorded as ended and the cancellation refused with ErrAlreadyFinished,
-// so its real outcome stands. A Job that ends between this look and the
-// CAS is caught by the controller before it terminates anything.
+// so its real outcome stands. A Job that succeeds between this look and
+// the CAS keeps its success too: the controller looks again before it
+// terminates anything.
 func (c *Controller) Cancel(ctx context.Context, table, reason, by string) error {
 	v, err := c.s.view(ctx, table, false)
 	if err != nil {

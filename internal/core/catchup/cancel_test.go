@@ -224,18 +224,33 @@ func TestCancelOfAFinishedJobKeepsItsOutcome(t *testing.T) {
 		t.Fatalf("outcome %v (deleted %v), want success and the Job left alone", *st.Outcome, e.runner.Deleted(job))
 	}
 
-	// The race: the Job ends after the cancellation's CAS; the controller
-	// looks before terminating and keeps the failure it ended with.
-	e.scan("t2", 1000)
-	job2 := e.running("t2")
-	e.begin("t2", job2)
-	if err := e.ctrl.Cancel(e.ctx, "t2", "maintenance", "erin"); err != nil {
-		t.Fatal(err)
-	}
-	e.runner.Finish(job2, catchup.JobFailed, "exit code 6")
-	e.runner.PodsGone(job2)
-	e.reconcile(e.master, "t2")
-	if st := e.wantPhase("t2", catchup.PhaseIdle); *st.Outcome != catchup.OutcomeFailure || st.ConsecutiveFailures != 1 || e.runner.Deleted(job2) {
-		t.Fatalf("outcome %v failures %d (deleted %v), want the Job's own failure", *st.Outcome, st.ConsecutiveFailures, e.runner.Deleted(job2))
+	// The race: the Job succeeds after the cancellation's CAS; the
+	// controller looks before terminating and keeps the success. A Job
+	// that exits with a failure after the CAS (the executor obeying the
+	// closed admission) ends as the cancellation it is.
+	for _, c := range []struct {
+		table   string
+		state   catchup.JobState
+		want    catchup.Outcome
+		deleted bool
+	}{
+		{"t2", catchup.JobSucceeded, catchup.OutcomeSuccess, false},
+		{"t3", catchup.JobFailed, catchup.OutcomeCancelled, true},
+	} {
+		e.scan(c.table, 1000)
+		job := e.running(c.table)
+		e.begin(c.table, job)
+		if err := e.ctrl.Cancel(e.ctx, c.table, "maintenance", "erin"); err != nil {
+			t.Fatal(err)
+		}
+		e.runner.Finish(job, c.state, "exit")
+		e.runner.PodsGone(job)
+		e.reconcile(e.master, c.table)
+		e.reconcile(e.master, c.table)
+		st := e.wantPhase(c.table, catchup.PhaseIdle)
+		if *st.Outcome != c.want || st.ConsecutiveFailures != 0 || e.runner.Deleted(job) != c.deleted {
+			t.Fatalf("%s ended %s after the CAS: outcome %v, %d failures, deleted %v; want %s, none, %v",
+				c.table, c.state, *st.Outcome, st.ConsecutiveFailures, e.runner.Deleted(job), c.want, c.deleted)
+		}
 	}
 }

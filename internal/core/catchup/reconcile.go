@@ -211,10 +211,13 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			_, err = c.put(ctx, v, rec)
 			return true, 0, err
 		}
+		// A Job that succeeded before it could be terminated keeps its
+		// success; a failed exit now is most likely the executor obeying
+		// the closed admission, so the termination's own outcome stands.
 		if st, ok, err := c.endedByItself(ctx, *rec.Job); err != nil {
 			return false, 0, err
-		} else if ok {
-			c.log.InfoContext(ctx, "catch-up job had ended before its termination; keeping its outcome",
+		} else if ok && st.State == JobSucceeded {
+			c.log.InfoContext(ctx, "catch-up job had succeeded before its termination; keeping its outcome",
 				"table", v.table, "job", rec.JobID, "state", st.State, "detail", st.Detail)
 			rec = c.ended(rec, st)
 			rec.Termination = nil
