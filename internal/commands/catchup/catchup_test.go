@@ -191,7 +191,9 @@ func (a unusedAdmission) Heartbeat(context.Context, string, uint64) error { retu
 
 type refusingAcquirer struct{ err error }
 
-func (r refusingAcquirer) Acquire(context.Context, string) (executor.Session, error) { return nil, r.err }
+func (r refusingAcquirer) Acquire(context.Context, string) (executor.Session, error) {
+	return nil, r.err
+}
 
 // The executor whose table another holder has: the report (no batches,
 // the claim's error) is printed and the error is the claim's (exit 4).
