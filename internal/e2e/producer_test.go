@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/walctl/walctl/internal/core/lance/oracle"
+	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
@@ -110,7 +111,7 @@ func (p *producer) exactlyOnce() int {
 func (p *producer) allColumnsMatch() {
 	t := p.c.t
 	t.Helper()
-	d, err := oracle.MustFind(t).Dump(p.c.ctx, p.c.tablePath(p.table), oracle.DumpOptions{})
+	d, err := oracletest.MustFind(t).Dump(p.c.ctx, p.c.tablePath(p.table), oracle.DumpOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/catchup"
-	"github.com/walctl/walctl/internal/core/catchup/lancewm"
+	"github.com/walctl/walctl/internal/core/catchup/watermarks"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -74,7 +74,7 @@ func scanRun(ctx context.Context, opts *ScanOptions) error {
 		return err
 	}
 	store := catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()})
-	stats, scanErr := catchup.NewScanner(store, log, lancewm.Func(f.Config.Global.LanceRoot)).Scan(ctx)
+	stats, scanErr := catchup.NewScanner(store, log, watermarks.FromLance(f.Config.Global.LanceRoot)).Scan(ctx)
 	if stats == nil {
 		stats = []catchup.TableStats{}
 	}

@@ -2,25 +2,23 @@ package catchup
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
-	corecatchup "github.com/walctl/walctl/internal/core/catchup"
 	coremaster "github.com/walctl/walctl/internal/core/master"
 )
 
 // CancelOptions of `walctl catchup cancel`.
 type CancelOptions struct {
-	F      *cmdutil.Factory
+	deps
 	Target string
 	Reason string
 }
 
 // NewCmdCancel returns `walctl catchup cancel`.
 func NewCmdCancel(f *cmdutil.Factory, runF func(context.Context, *CancelOptions) error) *cobra.Command {
-	opts := &CancelOptions{F: f}
+	opts := &CancelOptions{deps: newDeps(f)}
 	cmd := &cobra.Command{
 		Use:   "cancel TABLE [--reason R]",
 		Short: "Cancel a table's catch-up: close its admission by CAS, then terminate the Job",
@@ -30,7 +28,9 @@ admission and persists the termination intent; progress recorded in between
 defeats the cancellation (exit 4; run it again). The executor commits nothing
 more once admission is closed; the master then terminates the Job (guarded by
 its UID) and releases its slot when every process has ended. An operator's
-cancellation does not count against the retry budget. Prints the status.
+cancellation does not count against the retry budget. A Job that already ended
+by itself cannot be cancelled: its outcome stands (exit 4, "already finished").
+Prints the status.
 ` + clientExitHelp,
 		Example: `  walctl catchup cancel orders --reason "maintenance window"`,
 		Args:    cmdutil.ExactArgs(1, "catchup cancel takes one table"),
@@ -48,14 +48,13 @@ cancellation does not count against the retry budget. Prints the status.
 }
 
 func cancelRun(ctx context.Context, opts *CancelOptions) error {
-	c, err := newClient(opts.F)
+	c, err := opts.Master()
 	if err != nil {
 		return err
 	}
-	var st corecatchup.Status
-	req := coremaster.CancelRequest{Target: opts.Target, Reason: opts.Reason}
-	if err := c.do(ctx, http.MethodPost, "/api/v1/catchup/cancel", req, &st); err != nil {
+	st, err := c.Cancel(ctx, coremaster.CancelRequest{Target: opts.Target, Reason: opts.Reason})
+	if err != nil {
 		return err
 	}
-	return printStatus(opts.F, st)
+	return printStatus(opts.Print, st)
 }

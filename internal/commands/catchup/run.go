@@ -13,21 +13,27 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/commands/render"
-	"github.com/walctl/walctl/internal/core/budget"
-	corecatchup "github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/executor"
-	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
-// RunOptions of `walctl catchup run`.
+// RunOptions of `walctl catchup run`: the executor's settings and the lazy
+// dependencies it needs.
 type RunOptions struct {
-	F *cmdutil.Factory
 	executor.Config
 	BatchBytes       int64
 	BatchGenerations int
 	MergeBufferBytes int64
 	CacheBytes       int64
+
+	// Admission opens the catch-up records (the executor's admission).
+	Admission func(context.Context) (executor.Admission, error)
+	// WAL opens the WAL the executor reads sealed generations from.
+	WAL func(context.Context) (executor.Sealed, error)
+	// Publisher builds the execution's publisher around guard.
+	Publisher func(ctx context.Context, opts *RunOptions, guard func(context.Context, string) error) (executor.Acquirer, error)
+	Progress  func() *progress.Reporter
+	Print     func(any, func() *render.Table) error
 }
 
 const runExitHelp = `
@@ -47,7 +53,7 @@ EXIT STATUS
 
 // NewCmdRun returns `walctl catchup run`.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
-	opts := &RunOptions{F: f}
+	opts := newRunOptions(f)
 	cmd := &cobra.Command{
 		Use:   "run --table T --job ID",
 		Short: "Dedicated catch-up executor of one table (what a catch-up Job runs)",
@@ -79,7 +85,7 @@ slice_ended, admission_closed, wrong_execution, fenced, interrupted, failed.
 		Args: cmdutil.ExactArgs(0, "catchup run takes no arguments (use --table and --job)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := f.Config
-			opts.Table, opts.JobID = c.String(KeyTable), c.String(KeyJob)
+			opts.Table, opts.JobID, opts.Logger = c.String(KeyTable), c.String(KeyJob), f.Logger
 			opts.SoftSlice = c.Duration(KeySoftSlice)
 			opts.BatchBytes, opts.BatchGenerations = c.Int64(KeyBatchBytes), c.Int(KeyBatchGenerations)
 			opts.MergeBufferBytes, opts.CacheBytes = c.Int64(KeyMergeBufferBytes), c.Int64(KeyCacheBytes)
@@ -103,19 +109,16 @@ slice_ended, admission_closed, wrong_execution, fenced, interrupted, failed.
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
-	f := opts.F
-	log, err := f.WAL(ctx)
+	adm, err := opts.Admission(ctx)
 	if err != nil {
 		return err
 	}
-	co, err := f.Coord(ctx)
+	src, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
-	store := corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()})
-	prog := f.Progress()
+	prog := opts.Progress()
 	cfg := opts.Config
-	cfg.Logger = f.Logger
 	var rows uint64
 	var bytes int64
 	cfg.OnBatch = func(b executor.Batch) {
@@ -125,33 +128,16 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		prog.Update(progress.Status{Label: "catching up " + cfg.Table, Done: bytes, Bytes: true,
 			Extra: fmt.Sprintf("%s rows, version %d", humanize.Comma(int64(rows)), b.Version)})
 	}
-	ex, err := executor.New(cfg, store)
-	if err != nil {
-		return err
-	}
-	owner := f.Owner(coord.OwnerCatchup)
-	owner.JobID = cfg.JobID
-	pub, err := f.PublisherWith(ctx, owner, func(pc *publish.Config) {
-		pc.Limits.MaxBytes, pc.Limits.MaxGenerations = opts.BatchBytes, opts.BatchGenerations
-		pc.Limits.FileBytes = min(pc.Limits.FileBytes, opts.BatchBytes)
-		pc.Budget = budget.New(opts.MergeBufferBytes)
-		pc.CommitGuard = ex.Guard
+	rep, err := executor.Execute(ctx, cfg, adm, src, func(guard func(context.Context, string) error) (executor.Acquirer, error) {
+		return opts.Publisher(ctx, opts, guard)
 	})
-	if err != nil {
+	if rep == nil {
 		return err
-	}
-	var rep *executor.Report
-	s, err := pub.Acquire(ctx, cfg.Table)
-	if err == nil {
-		rep, err = ex.Run(ctx, s, log)
-	} else {
-		rep = &executor.Report{Table: cfg.Table, JobID: cfg.JobID, Outcome: executor.Classify(err, executor.OutcomeFailed),
-			Target: publish.Watermarks{}, Watermarks: publish.Watermarks{}, Batches: []executor.Batch{}, Error: err.Error()}
 	}
 	prog.Done(fmt.Sprintf("catch-up of %s: %s after %d batch(es): %s rows from %s of WAL, watermarks %s",
 		cfg.Table, rep.Outcome, len(rep.Batches), humanize.Comma(int64(rep.Rows)), humanize.IBytes(uint64(rep.Bytes)),
 		fmtWatermarks(rep.Watermarks)))
-	if perr := f.Print(rep, func() *render.Table {
+	if perr := opts.Print(rep, func() *render.Table {
 		t := render.NewTable("table", "job", "exec", "outcome", "batches", "commits", "rows", "bytes", "watermarks", "target")
 		t.Add(rep.Table, rep.JobID, fmt.Sprint(rep.ExecID), string(rep.Outcome), fmt.Sprint(rep.ProgressBatches),
 			fmt.Sprint(rep.ProgressCommits), fmt.Sprint(rep.Rows), humanize.IBytes(uint64(rep.Bytes)),

@@ -22,7 +22,7 @@ func parseRun(t *testing.T, args []string) (*RunOptions, error) {
 }
 
 func jobSpec() corecatchup.JobSpec {
-	return corecatchup.JobSpec{Name: "walctl-catchup-orders-1a2b3c4d-3", Table: "orders", JobID: "walctl-catchup-orders-1a2b3c4d-3",
+	return corecatchup.JobSpec{Name: "walctl-catchup-orders-1a2b3c4d-3", Table: "orders",
 		Attempt: 3, SoftSlice: 90 * time.Second, BatchBytes: 32 << 20, BatchGenerations: 5, MergeBufferBytes: 512 << 20, CacheBytes: 64 << 20}
 }
 
@@ -31,14 +31,15 @@ func wantSpec(t *testing.T, got *RunOptions, s corecatchup.JobSpec) {
 	if got == nil {
 		t.Fatal("run was not reached")
 	}
-	if got.Table != s.Table || got.JobID != s.JobID || got.SoftSlice != s.SoftSlice || got.BatchBytes != s.BatchBytes ||
+	if got.Table != s.Table || got.JobID != s.Name || got.SoftSlice != s.SoftSlice || got.BatchBytes != s.BatchBytes ||
 		got.BatchGenerations != s.BatchGenerations || got.MergeBufferBytes != s.MergeBufferBytes || got.CacheBytes != s.CacheBytes {
 		t.Fatalf("options %+v, want the spec %+v", got, s)
 	}
 }
 
-// The master's runners start the executor with JobSpec.Args or JobSpec.Env:
-// both must reach the executor unchanged.
+// The master's runners start the executor with JobSpec.Args (local
+// processes) or with the identity as arguments and Policy.ExecutorEnv
+// (Kubernetes Jobs): both must reach the executor unchanged.
 func TestRunAcceptsJobSpecArgs(t *testing.T) {
 	s := jobSpec()
 	args := s.Args()
@@ -52,12 +53,14 @@ func TestRunAcceptsJobSpecArgs(t *testing.T) {
 	wantSpec(t, got, s)
 }
 
-func TestRunAcceptsJobSpecEnv(t *testing.T) {
+func TestRunAcceptsExecutorEnv(t *testing.T) {
 	s := jobSpec()
-	for k, v := range s.Env() {
+	p := corecatchup.Policy{SoftSlice: s.SoftSlice, BatchBytes: s.BatchBytes, BatchGenerations: s.BatchGenerations,
+		MergeBufferBytes: s.MergeBufferBytes, CacheBytes: s.CacheBytes}
+	for k, v := range p.ExecutorEnv() {
 		t.Setenv(k, v)
 	}
-	got, err := parseRun(t, nil)
+	got, err := parseRun(t, []string{"--table", s.Table, "--job", s.Name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package catchup
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,13 +14,13 @@ import (
 
 // StatusOptions of `walctl catchup status`.
 type StatusOptions struct {
-	F      *cmdutil.Factory
+	deps
 	Target string
 }
 
 // NewCmdStatus returns `walctl catchup status`.
 func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *StatusOptions) error) *cobra.Command {
-	opts := &StatusOptions{F: f}
+	opts := &StatusOptions{deps: newDeps(f)}
 	cmd := &cobra.Command{
 		Use:   "status TABLE",
 		Short: "Show a table's catch-up: Job identity, slot, progress, stall observation, outcome",
@@ -51,20 +49,20 @@ or not applicable (see GET /api/v1/catchup in 'walctl master run --help').
 }
 
 func statusRun(ctx context.Context, opts *StatusOptions) error {
-	c, err := newClient(opts.F)
+	c, err := opts.Master()
 	if err != nil {
 		return err
 	}
-	var st corecatchup.Status
-	if err := c.do(ctx, http.MethodGet, "/api/v1/catchup?target="+url.QueryEscape(opts.Target), nil, &st); err != nil {
+	st, err := c.Status(ctx, opts.Target)
+	if err != nil {
 		return err
 	}
-	return printStatus(opts.F, st)
+	return printStatus(opts.Print, st)
 }
 
 // printStatus renders a status as field/value rows, or as the API's JSON.
-func printStatus(f *cmdutil.Factory, st corecatchup.Status) error {
-	return f.Print(st, func() *render.Table {
+func printStatus(print func(any, func() *render.Table) error, st corecatchup.Status) error {
+	return print(st, func() *render.Table {
 		t := render.NewTable("field", "value")
 		t.Add("target", st.Target)
 		t.Add("phase", string(st.Phase))

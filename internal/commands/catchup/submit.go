@@ -3,7 +3,6 @@ package catchup
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +14,7 @@ import (
 
 // SubmitOptions of `walctl catchup submit`.
 type SubmitOptions struct {
-	F      *cmdutil.Factory
+	deps
 	Target string
 	Reason string
 	DryRun bool
@@ -23,7 +22,7 @@ type SubmitOptions struct {
 
 // NewCmdSubmit returns `walctl catchup submit`.
 func NewCmdSubmit(f *cmdutil.Factory, runF func(context.Context, *SubmitOptions) error) *cobra.Command {
-	opts := &SubmitOptions{F: f}
+	opts := &SubmitOptions{deps: newDeps(f)}
 	cmd := &cobra.Command{
 		Use:   "submit TABLE [--dry-run] [--reason R]",
 		Short: "Ask the master to admit a catch-up Job for a table (dry-run first)",
@@ -56,17 +55,15 @@ JSON (--output json): {"target", "decision", "message", "dry_run", "job_id",
 }
 
 func submitRun(ctx context.Context, opts *SubmitOptions) error {
-	f := opts.F
-	c, err := newClient(f)
+	c, err := opts.Master()
 	if err != nil {
 		return err
 	}
-	var a corecatchup.Admission
-	req := coremaster.SubmitRequest{Target: opts.Target, Reason: opts.Reason, DryRun: opts.DryRun}
-	if err := c.do(ctx, http.MethodPost, "/api/v1/catchup", req, &a); err != nil {
+	a, err := c.Submit(ctx, coremaster.SubmitRequest{Target: opts.Target, Reason: opts.Reason, DryRun: opts.DryRun})
+	if err != nil {
 		return err
 	}
-	if err := f.Print(a, func() *render.Table {
+	if err := opts.Print(a, func() *render.Table {
 		t := render.NewTable("target", "decision", "job", "attempt", "slot", "message")
 		t.Add(a.Target, string(a.Decision), str(a.JobID), str(a.Attempt), str(a.Slot), a.Message)
 		return t

@@ -4,24 +4,16 @@ package master
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
+	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	catchupcmd "github.com/walctl/walctl/internal/commands/catchup"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/catchup"
-	"github.com/walctl/walctl/internal/core/catchup/lancewm"
+	"github.com/walctl/walctl/internal/core/catchup/watermarks"
 	coremaster "github.com/walctl/walctl/internal/core/master"
 )
 
@@ -52,9 +44,23 @@ func init() {
 	)
 }
 
-// Options of `walctl master run`.
+// Options of `walctl master run`: the typed settings and the lazy
+// dependencies the daemon needs.
 type Options struct {
-	F *cmdutil.Factory
+	// WAL opens the WAL (shared with the executors when it is local).
+	WAL func(context.Context) (coremaster.WAL, error)
+	// Store opens the catch-up records on the configured etcd.
+	Store func(context.Context) (*catchup.Store, error)
+	// NewRunner builds the configured Job runner for the stored policy.
+	NewRunner    func(context.Context, catchup.Policy) (catchup.Runner, error)
+	Logger       *slog.Logger
+	Policy       catchup.Policy
+	LanceRoot    string
+	DataDir      string
+	Listen       string
+	Token        string
+	ScanInterval time.Duration
+	Grace        time.Duration
 }
 
 // NewCmdMaster returns the `master` command group.
@@ -66,7 +72,7 @@ func NewCmdMaster(f *cmdutil.Factory) *cobra.Command {
 
 // NewCmdRun returns `master run`.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{}
 	cmd := &cobra.Command{
 		Use:   "run [--listen ADDR]",
 		Short: "Serve the catch-up API, scan the backlog and drive catch-up Jobs until stopped",
@@ -77,7 +83,9 @@ the API, one admission path), starts them, observes their progress, cancels a
 stalled Job by CAS and releases its slot once every process has ended.
 
 The policy (catchup.*; see 'walctl config show') is persisted in etcd on the
-first start; a master with a different policy refuses to start. Catch-up is off
+first start; a master with a different policy refuses to start (exit 4): compare
+with 'walctl catchup policy show', change the stored one with 'walctl catchup
+policy set' (CAS, audited), then restart every master with it. Catch-up is off
 unless catchup.enabled is set, and only the tables in catchup.owned_targets are
 ever caught up.
 
@@ -115,6 +123,7 @@ to finish and a restarted master reconciles them from etcd.`,
 			default:
 				return cmdutil.FlagErrorf("--runner must be local or kubernetes, not %q", r)
 			}
+			fillOptions(opts, f)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -127,98 +136,47 @@ to finish and a restarted master reconciles them from etcd.`,
 	return cmd
 }
 
-func runRun(ctx context.Context, opts *Options) error {
-	f := opts.F
+// fillOptions copies the settings and the lazy dependencies from the
+// factory, once the configuration is loaded.
+func fillOptions(opts *Options, f *cmdutil.Factory) {
 	cfg := f.Config
-	log, err := f.WAL(ctx)
-	if err != nil {
-		return err
+	g := cfg.Global
+	*opts = Options{
+		WAL: func(ctx context.Context) (coremaster.WAL, error) {
+			log, err := f.WAL(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return log, f.ShareLocalWAL(ctx)
+		},
+		Store: func(ctx context.Context) (*catchup.Store, error) {
+			co, err := f.Coord(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()}), nil
+		},
+		NewRunner: func(ctx context.Context, p catchup.Policy) (catchup.Runner, error) { return newRunner(ctx, f, p) },
+		Logger:    f.Logger, Policy: catchupcmd.PolicyFromConfig(cfg), LanceRoot: g.LanceRoot, DataDir: g.DataDir,
+		Listen: cfg.String(KeyListen), Token: cfg.String(catchupcmd.KeyMasterToken),
+		ScanInterval: cfg.Duration(KeyScanInterval), Grace: cfg.Duration(KeyShutdownGrace),
 	}
-	if err := f.ShareLocalWAL(ctx); err != nil {
-		return err
-	}
-	co, err := f.Coord(ctx)
-	if err != nil {
-		return err
-	}
-	store := catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()})
-	m, err := catchup.OpenMaster(ctx, store, catchupcmd.PolicyFromConfig(cfg), f.Logger)
-	if err != nil {
-		return err
-	}
-	runner, err := newRunner(ctx, f, m.Policy())
-	if err != nil {
-		return err
-	}
-	ctrl, err := catchup.NewController(m, catchup.ControllerConfig{Runner: runner, Logger: f.Logger,
-		Scanner:      catchup.NewScanner(store, log, lancewm.Func(cfg.Global.LanceRoot)),
-		ScanInterval: cfg.Duration(KeyScanInterval)})
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api, err := coremaster.New(coremaster.Config{Token: cfg.String(catchupcmd.KeyMasterToken),
-		Catchup: coremaster.NewCatchup(m, ctrl), Tables: log, Registry: reg, Gatherer: reg, Logger: f.Logger})
-	if err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", cfg.String(KeyListen))
-	if err != nil {
-		return cmdutil.FlagErrorf("--listen %s: %v", cfg.String(KeyListen), err)
-	}
-	url := "http://" + lis.Addr().String()
-	endpoint := catchupcmd.MasterEndpointFile(cfg.Global.DataDir)
-	if err := writeEndpoint(endpoint, url); err != nil {
-		lis.Close()
-		return err
-	}
-	defer os.Remove(endpoint)
-
-	cctx, stopCtrl := context.WithCancel(ctx)
-	defer stopCtrl()
-	var wg sync.WaitGroup
-	ctrlErr := make(chan error, 1)
-	wg.Add(1)
-	go func() { defer wg.Done(); ctrlErr <- ctrl.Run(cctx) }()
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(lis) }()
-	p := m.Policy()
-	f.Logger.Info("master started", "url", url, "runner", cfg.String(KeyRunner), "catchup_enabled", p.Enabled,
-		"owned_targets", p.OwnedTargets, "max_jobs", p.MaxJobs)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-srvErr:
-	case runErr = <-ctrlErr:
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Duration(KeyShutdownGrace))
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && runErr == nil {
-		runErr = err
-	}
-	stopCtrl()
-	wg.Wait()
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	f.Logger.Info("master stopped")
-	return nil
 }
 
-func writeEndpoint(path, url string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+func runRun(ctx context.Context, opts *Options) error {
+	log, err := opts.WAL(ctx)
+	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
+	store, err := opts.Store(ctx)
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("publish master endpoint: %w", err)
-	}
-	return nil
+	return coremaster.Run(ctx, coremaster.RunConfig{
+		Store: store, Policy: opts.Policy,
+		NewRunner: func(p catchup.Policy) (catchup.Runner, error) { return opts.NewRunner(ctx, p) },
+		WAL:       log, Watermarks: watermarks.FromLance(opts.LanceRoot), ScanInterval: opts.ScanInterval,
+		Listen: opts.Listen, EndpointFile: coremaster.EndpointFile(opts.DataDir), Token: opts.Token,
+		ShutdownGrace: opts.Grace, Logger: opts.Logger,
+	})
 }

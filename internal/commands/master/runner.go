@@ -10,7 +10,6 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/catchup"
-	"github.com/walctl/walctl/internal/core/catchup/kuberunner"
 	"github.com/walctl/walctl/internal/core/catchup/localrunner"
 	"github.com/walctl/walctl/internal/core/kube"
 )
@@ -18,8 +17,10 @@ import (
 // newRunner builds the configured catch-up Job runner.
 func newRunner(ctx context.Context, f *cmdutil.Factory, p catchup.Policy) (catchup.Runner, error) {
 	if f.Config.String(KeyRunner) == "kubernetes" {
+		f.Logger.Info("catch-up job runner: kubernetes", "namespace", f.Config.String(KeyNamespace))
 		return newKubeRunner(ctx, f, p)
 	}
+	f.Logger.Info("catch-up job runner: local processes")
 	args, err := childArgs(ctx, f)
 	if err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ func newKubeRunner(_ context.Context, f *cmdutil.Factory, p catchup.Policy) (cat
 	if err != nil {
 		return nil, cmdutil.FlagErrorf("--job-memory %q: %v", c.String(KeyJobMemory), err)
 	}
-	env := kuberunner.ExecutorEnv(p)
+	env := p.ExecutorEnv()
 	env["WALCTL_ETCD_ENDPOINTS"] = strings.Join(g.EtcdEndpoints, ",")
 	env["WALCTL_ETCD_PREFIX"] = g.EtcdPrefix
 	env["WALCTL_WAL"] = g.WAL
@@ -101,12 +102,8 @@ func newKubeRunner(_ context.Context, f *cmdutil.Factory, p catchup.Policy) (cat
 	if err != nil {
 		return nil, err
 	}
-	k, err := kube.NewRunnerForConfig(rc, kube.Config{Namespace: c.String(KeyNamespace), Template: tmpl,
+	return kube.NewRunnerForConfig(rc, kube.Config{Namespace: c.String(KeyNamespace), Template: tmpl,
 		CPU: cpu, Memory: mem, Env: env, CallTimeout: g.CommandTimeout}, f.Logger)
-	if err != nil {
-		return nil, err
-	}
-	return kuberunner.New(k, g.EtcdPrefix, p.OwnedTargets), nil
 }
 
 // validateKube checks the Kubernetes runner's settings before anything

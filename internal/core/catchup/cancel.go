@@ -3,6 +3,7 @@ package catchup
 import (
 	"context"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -79,11 +80,11 @@ func (m *Master) Cancel(ctx context.Context, table, reason, by string) error {
 	if err != nil {
 		return err
 	}
+	if err := cancellable(v); err != nil {
+		return err
+	}
 	if v.target.Phase == PhaseTerminating {
 		return nil
-	}
-	if !v.target.Phase.Active() || v.adm == nil {
-		return fmt.Errorf("table %s: %w", table, ErrNotActive)
 	}
 	if reason == "" {
 		reason = "cancelled by operator"
@@ -95,4 +96,70 @@ func (m *Master) Cancel(ctx context.Context, table, reason, by string) error {
 			"by", by, "reason", reason, "observed_seq", obs.seq, "observed_exec", obs.exec)
 	}
 	return err
+}
+
+// cancellable refuses a cancellation that has nothing to stop: a Job that
+// ended by itself keeps its outcome (ErrAlreadyFinished); no attempt at all
+// is ErrNotActive, naming the last outcome.
+func cancellable(v tableView) error {
+	rec := v.target
+	switch {
+	case rec.Phase == PhaseFinishing:
+		return fmt.Errorf("table %s: job %s already finished: %s at %s: %w", v.table, rec.JobID,
+			finishedWord(rec.JobResult), rec.JobEndedAt.Format(time.RFC3339), ErrAlreadyFinished)
+	case rec.Phase.Active() && v.adm != nil:
+		return nil
+	case rec.Outcome != "":
+		return fmt.Errorf("table %s (its last job %s ended %s at %s): %w", v.table, rec.JobID,
+			rec.Outcome, rec.FinishedAt.Format(time.RFC3339), ErrNotActive)
+	}
+	return fmt.Errorf("table %s: %w", v.table, ErrNotActive)
+}
+
+// alreadyFinished is the refusal for a Job found ended by itself.
+func alreadyFinished(table, job string, st JobStatus, at time.Time) error {
+	if !st.FinishedAt.IsZero() {
+		at = st.FinishedAt
+	}
+	res := OutcomeFailure
+	if st.State == JobSucceeded {
+		res = OutcomeSuccess
+	}
+	return fmt.Errorf("table %s: job %s already finished: %s at %s (%s): %w", table, job,
+		finishedWord(res), at.UTC().Format(time.RFC3339), st.Detail, ErrAlreadyFinished)
+}
+
+func finishedWord(o Outcome) string {
+	if o == OutcomeSuccess {
+		return "succeeded"
+	}
+	return "failed"
+}
+
+// Cancel is Master.Cancel with a look at the Job first: a Job that has
+// already ended by itself (exit 0 or not) but was not yet observed is
+// recorded as ended and the cancellation refused with ErrAlreadyFinished,
+// so its real outcome stands. A Job that succeeds between this look and
+// the CAS keeps its success too: the controller looks again before it
+// terminates anything.
+func (c *Controller) Cancel(ctx context.Context, table, reason, by string) error {
+	v, err := c.s.view(ctx, table, false)
+	if err != nil {
+		return err
+	}
+	if v.target.Phase == PhaseRunning && v.target.Job != nil {
+		st, ok, err := c.endedByItself(ctx, *v.target.Job)
+		if err != nil {
+			return err
+		}
+		if ok {
+			rec := c.ended(v.target, st)
+			if _, err := c.put(ctx, v, rec); err != nil {
+				return err
+			}
+			c.q.Add(table)
+			return alreadyFinished(table, rec.JobID, st, rec.JobEndedAt)
+		}
+	}
+	return c.m.Cancel(ctx, table, reason, by)
 }

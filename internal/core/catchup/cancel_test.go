@@ -2,6 +2,7 @@ package catchup_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/walctl/walctl/internal/core/catchup"
@@ -197,5 +198,59 @@ func TestCancelDuringJobCreation(t *testing.T) {
 	e.reconcile(e.master, "t1")
 	if st := e.wantPhase("t1", catchup.PhaseIdle); *st.Outcome != catchup.OutcomeCancelled {
 		t.Fatalf("outcome %v", *st.Outcome)
+	}
+}
+
+// Issue 13 item 11: cancelling a Job that already exited 0 (before the
+// controller observed it) is refused with ErrAlreadyFinished naming its
+// outcome, and the attempt keeps it: success, not "cancelled". A Job that
+// ends between the look and the CAS keeps its outcome too.
+func TestCancelOfAFinishedJobKeepsItsOutcome(t *testing.T) {
+	e := newEnv(t, nil)
+	job := e.running("t1")
+	e.begin("t1", job)
+	e.runner.Finish(job, catchup.JobSucceeded, "exit code 0")
+	err := e.ctrl.Cancel(e.ctx, "t1", "too late", "erin")
+	wantErr(t, err, catchup.ErrAlreadyFinished)
+	wantErr(t, err, errs.ErrConflict)
+	if !strings.Contains(err.Error(), "already finished: succeeded at ") {
+		t.Fatalf("refusal %q does not say it already finished", err)
+	}
+	e.wantPhase("t1", catchup.PhaseFinishing)
+	wantErr(t, e.ctrl.Cancel(e.ctx, "t1", "again", "erin"), catchup.ErrAlreadyFinished)
+	e.runner.PodsGone(job)
+	e.reconcile(e.master, "t1")
+	if st := e.wantPhase("t1", catchup.PhaseIdle); *st.Outcome != catchup.OutcomeSuccess || e.runner.Deleted(job) {
+		t.Fatalf("outcome %v (deleted %v), want success and the Job left alone", *st.Outcome, e.runner.Deleted(job))
+	}
+
+	// The race: the Job succeeds after the cancellation's CAS; the
+	// controller looks before terminating and keeps the success. A Job
+	// that exits with a failure after the CAS (the executor obeying the
+	// closed admission) ends as the cancellation it is.
+	for _, c := range []struct {
+		table   string
+		state   catchup.JobState
+		want    catchup.Outcome
+		deleted bool
+	}{
+		{"t2", catchup.JobSucceeded, catchup.OutcomeSuccess, false},
+		{"t3", catchup.JobFailed, catchup.OutcomeCancelled, true},
+	} {
+		e.scan(c.table, 1000)
+		job := e.running(c.table)
+		e.begin(c.table, job)
+		if err := e.ctrl.Cancel(e.ctx, c.table, "maintenance", "erin"); err != nil {
+			t.Fatal(err)
+		}
+		e.runner.Finish(job, c.state, "exit")
+		e.runner.PodsGone(job)
+		e.reconcile(e.master, c.table)
+		e.reconcile(e.master, c.table)
+		st := e.wantPhase(c.table, catchup.PhaseIdle)
+		if *st.Outcome != c.want || st.ConsecutiveFailures != 0 || e.runner.Deleted(job) != c.deleted {
+			t.Fatalf("%s ended %s after the CAS: outcome %v, %d failures, deleted %v; want %s, none, %v",
+				c.table, c.state, *st.Outcome, st.ConsecutiveFailures, e.runner.Deleted(job), c.want, c.deleted)
+		}
 	}
 }

@@ -9,7 +9,9 @@
 //
 //	<prefix>/reservations/<table>         coord.Reservation: ordinary claims exclude the table;
 //	                                      the executor claims with exactly its JobID
-//	<prefix>/catchup/policy               the policy persisted on the master's first start
+//	<prefix>/catchup/policy               the policy persisted on the master's first start,
+//	                                      changed only by `walctl catchup policy set` (CAS,
+//	                                      audited under <prefix>/audit/)
 //	<prefix>/catchup/stats/<table>        backlog statistics with their observation time
 //	<prefix>/catchup/targets/<table>      the table's catch-up record: phase, attempt, Job,
 //	                                      termination intent, failure budget, outcome
@@ -29,7 +31,7 @@
 //   - `walctl master run`: NewStore, OpenMaster (fails closed on a policy
 //     mismatch), NewController(...).Run in the background; the API calls
 //     Master.Admit (POST), Controller.Status (GET) and Master.Cancel.
-//   - `walctl backlog scan`: NewScanner(store, wal, lancewm.Func(root)).Scan.
+//   - `walctl backlog scan`: NewScanner(store, wal, watermarks.FromLance(root)).Scan.
 //   - `walctl catchup run --table T --job J`: coord.Acquire with
 //     coord.OwnerCatchup and JobID J, Store.BeginExecution, then per batch
 //     Store.RecordProgress(ProgressBatch), before each commit
@@ -70,6 +72,9 @@ var (
 	// ErrProgressAdvanced means a cancellation lost its CAS: progress (or a
 	// new execution) was recorded after the observation it was based on.
 	ErrProgressAdvanced = fmt.Errorf("progress advanced since it was observed; cancellation abandoned: %w", errs.ErrConflict)
+	// ErrAlreadyFinished means a cancellation came after the Job had ended
+	// by itself: its real outcome stands.
+	ErrAlreadyFinished = fmt.Errorf("a finished catch-up job cannot be cancelled: %w", errs.ErrConflict)
 	// ErrNotActive means the table has no active catch-up (cancel, status
 	// of an execution).
 	ErrNotActive = fmt.Errorf("no active catch-up: %w", errs.ErrNotFound)
@@ -101,6 +106,7 @@ func (k keys) admission(t string) string      { return k.dir() + "admission/" + 
 func (k keys) heartbeat(t string) string      { return k.dir() + "heartbeats/" + t }
 func (k keys) claim(t string) string          { return k.c.ClaimKey(t) }
 func (k keys) reservation(t string) string    { return k.c.ReservationKey(t) }
+func (k keys) auditDir() string               { return k.c.Prefix() + "/audit/" }
 func (k keys) claimsDir() string              { return k.c.Prefix() + "/claims/" }
 func (k keys) reservationsDir() string        { return k.c.Prefix() + "/reservations/" }
 func (k keys) tableOf(dir, key string) string { return key[len(dir):] }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/walctl/walctl/internal/core/errs"
@@ -19,7 +20,7 @@ type ControllerConfig struct {
 	// Runner starts and stops executors (required).
 	Runner Runner
 	// Clock drives observation, backoff and the work queue (default real).
-	Clock clock.Clock
+	Clock clock.WithTicker
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger
 	// Scanner, when set, is run every ScanInterval, and every owned target
@@ -41,11 +42,15 @@ type Controller struct {
 	s            *Store
 	p            Policy
 	r            Runner
-	clock        clock.Clock
+	clock        clock.WithTicker
 	log          *slog.Logger
 	scanner      *Scanner
 	scanInterval time.Duration
-	q            *workQueue
+	// q is client-go's work queue of table names: de-duplicating (a table
+	// is queued once, and re-queued after Done if added while processed),
+	// delaying (AddAfter for timed events) and rate-limited per table
+	// (exponential backoff of failed reconciles until Forget).
+	q workqueue.TypedRateLimitingInterface[string]
 
 	mu        sync.Mutex
 	detectors map[string]*stallDetector
@@ -69,22 +74,27 @@ func NewController(m *Master, cfg ControllerConfig) (*Controller, error) {
 	if c.scanInterval <= 0 {
 		c.scanInterval = c.p.ObserveInterval
 	}
-	c.q = newWorkQueue(c.clock, time.Second, c.p.ObserveInterval)
+	c.q = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, max(time.Second, c.p.ObserveInterval)),
+		workqueue.TypedRateLimitingQueueConfig[string]{Clock: c.clock})
 	return c, nil
 }
 
-// Run reconciles until ctx ends, then returns nil after its goroutines
-// have stopped. A cancelled reconcile leaves only persisted intent behind;
-// the next Run (here or on another master) carries it on. It fails early
-// only if the first listing of targets fails (errs.ErrUnavailable,
+// Run reconciles until ctx ends, then shuts the work queue down and returns
+// nil after its goroutines have stopped; a controller runs once. A
+// cancelled reconcile leaves only persisted intent behind; the next Run
+// (here or on another master) carries it on. It fails early only if the
+// first listing of targets fails (errs.ErrUnavailable,
 // coord.ErrUnknownRecord).
 func (c *Controller) Run(ctx context.Context) error {
+	defer c.q.ShutDown()
 	rev, err := c.resync(ctx)
 	if err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); <-ctx.Done(); c.q.ShutDown() }()
 	go func() { defer wg.Done(); c.watch(ctx, rev) }()
 	go func() { defer wg.Done(); c.periodic(ctx) }()
 	go func() {
@@ -219,8 +229,8 @@ func (c *Controller) ScanOnce(ctx context.Context) ([]Admission, error) {
 
 // processNext reconciles one queued table; false when ctx ended.
 func (c *Controller) processNext(ctx context.Context) bool {
-	table, ok := c.q.Get(ctx)
-	if !ok {
+	table, shutdown := c.q.Get()
+	if shutdown {
 		return false
 	}
 	defer c.q.Done(table)

@@ -170,7 +170,9 @@ type PolicyMismatchError struct {
 // Error names the key and the differing fields.
 func (e *PolicyMismatchError) Error() string {
 	return fmt.Sprintf("etcd key %s: this master's catch-up policy differs from the persisted one in %s; "+
-		"refusing to start (change the policy for every master at once)", e.Key, strings.Join(e.Fields, ", "))
+		"refusing to start: compare with 'walctl catchup policy show', then either change the stored policy "+
+		"with 'walctl catchup policy set' (e.g. --owned-targets) or bring this master's configuration back to it",
+		e.Key, strings.Join(e.Fields, ", "))
 }
 
 // Unwrap makes errors.Is(err, ErrPolicyMismatch) hold.

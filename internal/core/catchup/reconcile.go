@@ -115,25 +115,20 @@ func (c *Controller) start(ctx context.Context, v tableView) (bool, time.Duratio
 // by CAS on exactly the sampled revision.
 func (c *Controller) observe(ctx context.Context, v tableView) (bool, time.Duration, error) {
 	rec := v.target
-	st, err := c.r.Get(ctx, rec.JobID)
+	if rec.Job == nil {
+		return false, 0, fmt.Errorf("table %s is running job %s without a recorded identity: %w", v.table, rec.JobID, coord.ErrUnknownRecord)
+	}
+	st, err := c.r.Get(ctx, *rec.Job)
 	switch {
 	case errors.Is(err, ErrJobNotFound):
-		st = JobStatus{State: JobFailed, Detail: "the job disappeared"}
-		if rec.Job != nil {
-			st.Ref = *rec.Job
-		}
+		st = JobStatus{Ref: *rec.Job, State: JobFailed, Detail: "the job disappeared"}
 	case err != nil:
 		return false, 0, err
 	}
 	if st.State == JobSucceeded || st.State == JobFailed {
-		rec.Phase, rec.OutcomeDetail = PhaseFinishing, st.Detail
-		rec.JobResult = OutcomeFailure
-		if st.State == JobSucceeded {
-			rec.JobResult = OutcomeSuccess
-		}
 		c.log.InfoContext(ctx, "catch-up job ended", "table", v.table, "job", rec.JobID, "state", st.State, "detail", st.Detail)
 		// A lost guard is not an error: the next step re-reads.
-		_, err := c.put(ctx, v, rec)
+		_, err := c.put(ctx, v, c.ended(rec, st))
 		return true, 0, err
 	}
 	now := c.s.now()
@@ -159,6 +154,34 @@ func (c *Controller) observe(ctx context.Context, v tableView) (bool, time.Durat
 	return true, 0, nil
 }
 
+// ended is rec moved to finishing with the outcome of a Job that ended by
+// itself.
+func (c *Controller) ended(rec targetRecord, st JobStatus) targetRecord {
+	rec.Phase, rec.OutcomeDetail, rec.JobEndedAt = PhaseFinishing, st.Detail, utc(st.FinishedAt)
+	if rec.JobEndedAt.IsZero() {
+		rec.JobEndedAt = c.s.now()
+	}
+	rec.JobResult = OutcomeFailure
+	if st.State == JobSucceeded {
+		rec.JobResult = OutcomeSuccess
+	}
+	return rec
+}
+
+// endedByItself reads the recorded Job: a Job that has ended by itself
+// (not by a deletion) is returned with ok, so that a termination requested
+// after its end keeps its real outcome instead of "cancelled".
+func (c *Controller) endedByItself(ctx context.Context, ref JobRef) (JobStatus, bool, error) {
+	st, err := c.r.Get(ctx, ref)
+	switch {
+	case errors.Is(err, ErrJobNotFound):
+		return st, false, nil
+	case err != nil:
+		return st, false, err
+	}
+	return st, !st.Deleting && (st.State == JobSucceeded || st.State == JobFailed), nil
+}
+
 // terminate drives the persisted termination intent: Runner.Terminate with
 // the recorded UID and resourceVersion (refreshed from the runner when
 // stale, never dropped), then waits until every Pod is terminal before the
@@ -174,7 +197,9 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			return c.release(ctx, v, t) // never got as far as a create: no Job
 		}
 		if rec.Job == nil {
-			st, err := c.r.Get(ctx, rec.JobID)
+			// The create intent is persisted but its outcome is not: the
+			// Job, if any, holds the record's deterministic name.
+			st, err := c.r.Get(ctx, JobRef{Name: rec.JobID})
 			if errors.Is(err, ErrJobNotFound) {
 				return c.release(ctx, v, t)
 			}
@@ -184,6 +209,20 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			rec.Job = &st.Ref
 			// A lost guard is not an error: the next step re-reads.
 			_, err = c.put(ctx, v, rec)
+			return true, 0, err
+		}
+		// A Job that succeeded before it could be terminated keeps its
+		// success; a failed exit now is most likely the executor obeying
+		// the closed admission, so the termination's own outcome stands.
+		if st, ok, err := c.endedByItself(ctx, *rec.Job); err != nil {
+			return false, 0, err
+		} else if ok && st.State == JobSucceeded {
+			c.log.InfoContext(ctx, "catch-up job had succeeded before its termination; keeping its outcome",
+				"table", v.table, "job", rec.JobID, "state", st.State, "detail", st.Detail)
+			rec = c.ended(rec, st)
+			rec.Termination = nil
+			// A lost guard is not an error: the next step re-reads.
+			_, err := c.put(ctx, v, rec)
 			return true, 0, err
 		}
 		err := c.r.Terminate(ctx, *rec.Job)
@@ -196,17 +235,17 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			_, err := c.put(ctx, v, rec)
 			return true, 0, err
 		case errors.Is(err, ErrJobPrecondition):
-			st, gerr := c.r.Get(ctx, rec.JobID)
+			// Re-read exactly the recorded Job (name and UID): a newer
+			// resourceVersion is adopted; a Job of another UID under the
+			// name is not the one this record started and is left alone.
+			st, gerr := c.r.Get(ctx, *rec.Job)
 			if errors.Is(gerr, ErrJobNotFound) {
+				c.log.WarnContext(ctx, "recorded catch-up job is gone", "table", v.table, "job", rec.Job.String())
 				t.Done = true
 				rec.Termination = &t
 			} else if gerr != nil {
 				return false, 0, gerr
 			} else {
-				if st.Ref.UID != rec.Job.UID {
-					c.log.WarnContext(ctx, "catch-up job was replaced under the same name; terminating the new one",
-						"table", v.table, "job", rec.JobID, "old_uid", rec.Job.UID, "uid", st.Ref.UID)
-				}
 				rec.Job = &st.Ref
 			}
 			// A lost guard is not an error: the next step re-reads.

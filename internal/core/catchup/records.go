@@ -51,14 +51,6 @@ const (
 	OutcomeCancelled Outcome = "cancelled"
 )
 
-// JobRef identifies one created Job (or local process): the UID and
-// resourceVersion are the preconditions of its termination.
-type JobRef struct {
-	Name            string `json:"name"`
-	UID             string `json:"uid"`
-	ResourceVersion string `json:"resource_version"`
-}
-
 // Termination is the persisted termination intent (rule 16).
 type Termination struct {
 	Reason      string    `json:"reason"`
@@ -84,14 +76,16 @@ type targetRecord struct {
 	JobID   string `json:"job_id,omitempty"`
 	Slot    int    `json:"slot"`
 
-	Reason       string       `json:"reason,omitempty"`
-	Source       string       `json:"source,omitempty"`
-	ReservedAt   time.Time    `json:"reserved_at,omitzero"`
-	StartingAt   time.Time    `json:"starting_at,omitzero"`
-	Job          *JobRef      `json:"job,omitempty"`
-	JobCreatedAt time.Time    `json:"job_created_at,omitzero"`
-	JobResult    Outcome      `json:"job_result,omitempty"`
-	Termination  *Termination `json:"termination,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
+	Source       string    `json:"source,omitempty"`
+	ReservedAt   time.Time `json:"reserved_at,omitzero"`
+	StartingAt   time.Time `json:"starting_at,omitzero"`
+	Job          *JobRef   `json:"job,omitempty"`
+	JobCreatedAt time.Time `json:"job_created_at,omitzero"`
+	JobResult    Outcome   `json:"job_result,omitempty"`
+	// JobEndedAt is when the Job ended by itself (phase finishing).
+	JobEndedAt  time.Time    `json:"job_ended_at,omitzero"`
+	Termination *Termination `json:"termination,omitempty"`
 
 	ConsecutiveFailures int       `json:"consecutive_failures"`
 	NextRetry           time.Time `json:"next_retry,omitzero"`

@@ -3,11 +3,13 @@ package catchup_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/walctl/walctl/internal/core/catchup"
+	"github.com/walctl/walctl/internal/core/errs"
 )
 
 // eventually polls cond (real time) while stepping the fake clock by step
@@ -170,5 +172,28 @@ func TestTwoControllersRunning(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A failed step is not lost: the work queue re-queues the table with
+// per-table exponential backoff on the injected clock until the step
+// succeeds, and no step runs twice for one failure.
+func TestControllerRetriesAFailedStepWithBackoff(t *testing.T) {
+	e := newEnv(t, nil)
+	e.src.set("t1", 1000)
+	unavailable := fmt.Errorf("apiserver timeout: %w", errs.ErrUnavailable)
+	e.runner.FailNext("create", unavailable)
+	e.runner.FailNext("create", unavailable)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.ctrl.Run(ctx) }()
+	e.eventually("the job of t1 after two failed creates", time.Second, func() bool { return e.runner.Created() == 1 })
+	e.eventually("t1 running", time.Second, func() bool { return e.status("t1").Phase == catchup.PhaseRunning })
+	if n := e.runner.CountCalls("create "); n != 3 {
+		t.Fatalf("%d creates, want 3 (two failures, one success): %v", n, e.runner.Calls())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

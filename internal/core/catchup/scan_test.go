@@ -42,7 +42,7 @@ func TestScanRealWAL(t *testing.T) {
 			}
 		}
 	}
-	// Nothing published yet (lancewm.Func, tested in its package, says the
+	// Nothing published yet (watermarks.FromLance, tested in its package, says the
 	// same for a table without a dataset; not used here so that this
 	// package's tests do not depend on the Lance code).
 	none := func(context.Context, string) (map[int]uint64, error) { return map[int]uint64{}, nil }

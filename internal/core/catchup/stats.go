@@ -46,7 +46,7 @@ type StatsSource interface {
 var _ StatsSource = wal.Log(nil)
 
 // WatermarkFunc returns a table's published watermarks (shard → position).
-// lancewm.Func reads them from the tables' Lance manifests; it lives in a
+// watermarks.FromLance reads them from the tables' Lance manifests; it lives in a
 // subpackage so that this package does not depend on the Lance code.
 type WatermarkFunc func(ctx context.Context, table string) (map[int]uint64, error)
 

@@ -110,6 +110,12 @@ func (s *Store) view(ctx context.Context, table string, withSlots bool) (tableVi
 	if err != nil {
 		return tableView{}, unavailable(ctx, s.c, "read catch-up records of table "+table, err)
 	}
+	return s.decodeView(table, resp, withSlots)
+}
+
+// decodeView decodes view's transaction response, failing closed on any
+// record this binary does not know.
+func (s *Store) decodeView(table string, resp *clientv3.TxnResponse, withSlots bool) (tableView, error) {
 	one := func(i int) *mvccpb.KeyValue {
 		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
 			return kvs[0]

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/kube"
 )
@@ -23,7 +24,7 @@ func TestRealAmbiguousCreateNeverYieldsTwoJobs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			ctx := testCtx(t)
-			spec := kube.JobSpec{Table: "orders", JobID: "r3-a1"}
+			spec := catchup.JobSpec{Table: "orders", Name: "r3-a1"}
 			e.faults.once(http.MethodPost, "/jobs", tc.fault)
 			ref, err := e.runner.Create(ctx, spec)
 			if err != nil {
@@ -54,7 +55,7 @@ func TestRealAmbiguousCreateNeverYieldsTwoJobs(t *testing.T) {
 func TestRealAmbiguousCreateWithAnOutageIsResolvedByRepeating(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	spec := kube.JobSpec{Table: "orders", JobID: "r4-a1"}
+	spec := catchup.JobSpec{Table: "orders", Name: "r4-a1"}
 	first := true
 	e.faults.set(func(r *http.Request) fault {
 		if first && r.Method == http.MethodPost {
@@ -85,7 +86,7 @@ func TestRealAmbiguousCreateWithAnOutageIsResolvedByRepeating(t *testing.T) {
 func TestRealForeignJobUnderOurNameIsRefused(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	spec := kube.JobSpec{Table: "orders", JobID: "r5-a1"}
+	spec := catchup.JobSpec{Table: "orders", Name: "r5-a1"}
 	job, err := e.runner.Build(spec)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -88,10 +89,10 @@ func (c *Config) validate() error {
 
 // buildJob renders spec's Job from the template and the configuration. It is
 // deterministic: the same spec always yields the same object.
-func (c *Config) buildJob(spec JobSpec) *batchv1.Job {
+func (c *Config) buildJob(spec catchup.JobSpec) *batchv1.Job {
 	job := c.Template.job.DeepCopy()
 	job.TypeMeta.APIVersion, job.TypeMeta.Kind = "batch/v1", "Job"
-	job.Name = JobName(spec)
+	job.Name = spec.Name
 	job.Namespace = c.Namespace
 	job.Labels = merge(job.Labels, identityLabels(spec))
 	job.Annotations = merge(job.Annotations, identityAnnotations(spec))
@@ -116,8 +117,8 @@ func (c *Config) buildJob(spec JobSpec) *batchv1.Job {
 	if len(ctr.Command) == 0 {
 		ctr.Command = []string{DefaultExecutable}
 	}
-	ctr.Args = []string{"catchup", "run", "--table", spec.Table, "--job", spec.JobID}
-	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: EnvTable, Value: spec.Table}, corev1.EnvVar{Name: EnvJobID, Value: spec.JobID})
+	ctr.Args = []string{"catchup", "run", "--table", spec.Table, "--job", spec.Name}
+	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: EnvTable, Value: spec.Table}, corev1.EnvVar{Name: EnvJobID, Value: spec.Name})
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
 		keys = append(keys, k)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,9 +14,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/walctl/walctl/internal/core/catchup"
 )
 
-// Runner is the Kubernetes JobRunner. It needs exactly the permissions of
+// Runner is the Kubernetes catchup.Runner. It needs exactly the permissions of
 // the Role in deploy/rbac.yaml: get, create and delete Jobs and list Pods in
 // its namespace.
 type Runner struct {
@@ -24,7 +27,7 @@ type Runner struct {
 	log    *slog.Logger
 }
 
-var _ JobRunner = (*Runner)(nil)
+var _ catchup.Runner = (*Runner)(nil)
 
 // NewRunner returns a Runner using client. It validates cfg (errors wrap
 // errs.ErrInvalid) and makes no API call.
@@ -53,8 +56,8 @@ func NewRunnerForConfig(rc *rest.Config, cfg Config, log *slog.Logger) (*Runner,
 
 // Build returns the Job that Create would submit for spec, for dry runs and
 // review. Errors wrap errs.ErrInvalid.
-func (r *Runner) Build(spec JobSpec) (*batchv1.Job, error) {
-	if err := spec.Validate(); err != nil {
+func (r *Runner) Build(spec catchup.JobSpec) (*batchv1.Job, error) {
+	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
 	return r.cfg.buildJob(spec), nil
@@ -75,21 +78,21 @@ type jobClient interface {
 	Delete(context.Context, string, metav1.DeleteOptions) error
 }
 
-// Create implements JobRunner. A create that fails ambiguously (transport
+// Create implements catchup.Runner. A create that fails ambiguously (transport
 // error, timeout, 5xx: the request may have been applied) is reconciled by
 // reading the deterministic name back: our Job is adopted, a missing one is
 // created once more (a late arrival of the first request then meets
 // AlreadyExists), someone else's is refused with ErrNotOurs. If the read-back
 // is itself ambiguous, Create fails with ErrAmbiguous and the caller repeats
 // it.
-func (r *Runner) Create(ctx context.Context, spec JobSpec) (JobRef, error) {
-	if err := spec.Validate(); err != nil {
-		return JobRef{}, err
+func (r *Runner) Create(ctx context.Context, spec catchup.JobSpec) (catchup.JobRef, error) {
+	if err := validateSpec(spec); err != nil {
+		return catchup.JobRef{}, err
 	}
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	want := r.cfg.buildJob(spec)
-	log := r.log.With("job", want.Name, "table", spec.Table, "job_id", spec.JobID)
+	log := r.log.With("job", want.Name, "table", spec.Table)
 
 	const attempts = 2 // create, then (after a read-back found nothing) once more
 	var lastErr error
@@ -100,7 +103,7 @@ func (r *Runner) Create(ctx context.Context, spec JobSpec) (JobRef, error) {
 			return refOf(got), nil
 		}
 		if !isAlreadyExists(err) && !isAmbiguous(err) {
-			return JobRef{}, wrap(fmt.Sprintf("create job %s", want.Name), err)
+			return catchup.JobRef{}, wrap(fmt.Sprintf("create job %s", want.Name), err)
 		}
 		if !isAlreadyExists(err) {
 			log.WarnContext(ctx, "job create outcome unknown; reading back", "err", err)
@@ -109,57 +112,64 @@ func (r *Runner) Create(ctx context.Context, spec JobSpec) (JobRef, error) {
 		ref, found, err := r.adopt(ctx, spec, want.Name)
 		switch {
 		case err != nil:
-			return JobRef{}, err
+			return catchup.JobRef{}, err
 		case found:
 			log.InfoContext(ctx, "adopted existing catch-up job", "uid", ref.UID)
 			return ref, nil
 		}
 	}
-	return JobRef{}, fmt.Errorf("create job %s: %w: %w", want.Name, ErrAmbiguous, lastErr)
+	return catchup.JobRef{}, fmt.Errorf("create job %s: %w: %w", want.Name, ErrAmbiguous, lastErr)
 }
 
 // adopt reads name back: (ref, true) when it is spec's Job, (_, false) when
 // it does not exist.
-func (r *Runner) adopt(ctx context.Context, spec JobSpec, name string) (JobRef, bool, error) {
+func (r *Runner) adopt(ctx context.Context, spec catchup.JobSpec, name string) (catchup.JobRef, bool, error) {
 	got, err := r.jobs().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case isNotFound(err):
-		return JobRef{}, false, nil
+		return catchup.JobRef{}, false, nil
 	case err != nil && isAmbiguous(err):
-		return JobRef{}, false, fmt.Errorf("read back job %s: %w: %w", name, ErrAmbiguous, err)
+		return catchup.JobRef{}, false, fmt.Errorf("read back job %s: %w: %w", name, ErrAmbiguous, err)
 	case err != nil:
-		return JobRef{}, false, wrap(fmt.Sprintf("read back job %s", name), err)
+		return catchup.JobRef{}, false, wrap(fmt.Sprintf("read back job %s", name), err)
 	case !isOurs(got.Labels, got.Annotations, spec):
-		return JobRef{}, false, fmt.Errorf("job %s (uid %s) does not carry table %q job %q: %w",
-			name, got.UID, spec.Table, spec.JobID, ErrNotOurs)
+		return catchup.JobRef{}, false, fmt.Errorf("job %s (uid %s) does not carry table %q job %q: %w",
+			name, got.UID, spec.Table, spec.Name, ErrNotOurs)
 	}
 	return refOf(got), true, nil
 }
 
-// Get implements JobRunner.
-func (r *Runner) Get(ctx context.Context, name string) (JobStatus, error) {
+// Get implements catchup.Runner: the Job named ref.Name, and with ref.UID
+// set only that exact Job (another UID under the name is
+// catchup.ErrJobNotFound). A Job whose deletion was accepted is JobFailed
+// with Deleting set, unless it had finished.
+func (r *Runner) Get(ctx context.Context, ref catchup.JobRef) (catchup.JobStatus, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	job, err := r.jobs().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return JobStatus{}, wrap(fmt.Sprintf("get job %s", name), err)
+	job, err := r.jobs().Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case isNotFound(err):
+		return catchup.JobStatus{}, fmt.Errorf("get job %s: %w: %w", ref, catchup.ErrJobNotFound, err)
+	case err != nil:
+		return catchup.JobStatus{}, wrap(fmt.Sprintf("get job %s", ref.Name), err)
+	case ref.UID != "" && string(job.UID) != ref.UID:
+		return catchup.JobStatus{}, fmt.Errorf("job %s is now uid %s: the recorded job is gone: %w", ref, job.UID, catchup.ErrJobNotFound)
 	}
 	pods, err := r.pods(ctx, job.UID)
 	if err != nil {
-		return JobStatus{}, err
+		return catchup.JobStatus{}, err
 	}
-	st := JobStatus{
-		Ref:       refOf(job),
-		Table:     job.Annotations[AnnotationTable],
-		JobID:     job.Annotations[AnnotationJobID],
-		Active:    job.Status.Active,
-		Succeeded: job.Status.Succeeded,
-		Failed:    job.Status.Failed,
-		Outcome:   outcomeOf(job),
-		Deleting:  job.DeletionTimestamp != nil,
+	st := catchup.JobStatus{Ref: refOf(job), State: catchup.JobActive, Deleting: job.DeletionTimestamp != nil, Pods: []catchup.PodStatus{}}
+	switch {
+	case outcomeOf(job) == catchup.JobSucceeded:
+		st.State, st.Detail, st.FinishedAt = catchup.JobSucceeded, "job complete", endedAt(job)
+	case outcomeOf(job) == catchup.JobFailed:
+		st.State, st.Detail, st.FinishedAt = catchup.JobFailed, fmt.Sprintf("job failed (%d failed pods)", job.Status.Failed), endedAt(job)
+	case st.Deleting:
+		st.State, st.Detail = catchup.JobFailed, "job is being deleted"
 	}
 	for _, p := range pods {
-		st.Pods = append(st.Pods, PodStatus{
+		st.Pods = append(st.Pods, catchup.PodStatus{
 			Name: p.Name, UID: string(p.UID), Phase: string(p.Status.Phase),
 			Terminal: podTerminal(&p), Deleting: p.DeletionTimestamp != nil,
 		})
@@ -167,12 +177,12 @@ func (r *Runner) Get(ctx context.Context, name string) (JobStatus, error) {
 	return st, nil
 }
 
-// Terminate implements JobRunner: a delete with UID and resourceVersion
+// Terminate implements catchup.Runner: a delete with UID and resourceVersion
 // preconditions and background propagation (the only policy that removes
 // the Job without waiting for a garbage collector). A precondition failure
 // is ErrStale, unless the Job with ref's UID is already being deleted, which
 // is success (a repeat of an earlier, perhaps ambiguous, Terminate).
-func (r *Runner) Terminate(ctx context.Context, ref JobRef) error {
+func (r *Runner) Terminate(ctx context.Context, ref catchup.JobRef) error {
 	if ref.Name == "" || ref.UID == "" || ref.ResourceVersion == "" {
 		return fmt.Errorf("terminate job: incomplete reference %s: %w", ref, ErrBadRef)
 	}
@@ -204,13 +214,13 @@ func (r *Runner) Terminate(ctx context.Context, ref JobRef) error {
 	return fmt.Errorf("terminate job %s: %w (and reading it back: %w)", ref, ErrStale, wrap("get", gerr))
 }
 
-// PodsTerminal implements JobRunner. Pods are found by the controller-uid
+// PodsTerminal implements catchup.Runner. Pods are found by the controller-uid
 // label that the API server puts on every Job's Pod template, so Pods of a
 // Job that was deleted (and of no other Job of the same name) are still
 // found. While the Job with ref's UID exists, is not being deleted and has
 // not finished, the answer is false even with no Pods: its controller may
 // still start one.
-func (r *Runner) PodsTerminal(ctx context.Context, ref JobRef) (bool, error) {
+func (r *Runner) PodsTerminal(ctx context.Context, ref catchup.JobRef) (bool, error) {
 	if ref.Name == "" || ref.UID == "" {
 		return false, fmt.Errorf("pods of job: incomplete reference %s: %w", ref, ErrBadRef)
 	}
@@ -221,7 +231,7 @@ func (r *Runner) PodsTerminal(ctx context.Context, ref JobRef) (bool, error) {
 	case isNotFound(err):
 	case err != nil:
 		return false, wrap(fmt.Sprintf("get job %s", ref.Name), err)
-	case string(job.UID) == ref.UID && job.DeletionTimestamp == nil && outcomeOf(job) == OutcomeRunning:
+	case string(job.UID) == ref.UID && job.DeletionTimestamp == nil && outcomeOf(job) == catchup.JobActive:
 		return false, nil
 	}
 	pods, err := r.pods(ctx, types.UID(ref.UID))
@@ -249,21 +259,35 @@ func podTerminal(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
-func outcomeOf(job *batchv1.Job) Outcome {
+// outcomeOf follows the Job's Complete/Failed condition.
+func outcomeOf(job *batchv1.Job) catchup.JobState {
 	for _, c := range job.Status.Conditions {
 		if c.Status != corev1.ConditionTrue {
 			continue
 		}
 		switch c.Type {
 		case batchv1.JobComplete:
-			return OutcomeSucceeded
+			return catchup.JobSucceeded
 		case batchv1.JobFailed:
-			return OutcomeFailed
+			return catchup.JobFailed
 		}
 	}
-	return OutcomeRunning
+	return catchup.JobActive
 }
 
-func refOf(job *batchv1.Job) JobRef {
-	return JobRef{Name: job.Name, UID: string(job.UID), ResourceVersion: job.ResourceVersion}
+// endedAt is when the Job's Complete or Failed condition became true.
+func endedAt(job *batchv1.Job) time.Time {
+	if job.Status.CompletionTime != nil {
+		return job.Status.CompletionTime.Time
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+func refOf(job *batchv1.Job) catchup.JobRef {
+	return catchup.JobRef{Name: job.Name, UID: string(job.UID), ResourceVersion: job.ResourceVersion}
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/kube"
 )
@@ -22,7 +23,7 @@ import (
 func TestRealCreateFromTemplate(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	spec := kube.JobSpec{Table: "Orders_EU", JobID: "r41-a1"}
+	spec := catchup.JobSpec{Table: "Orders_EU", Name: "r41-a1"}
 	ref, err := e.runner.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +32,7 @@ func TestRealCreateFromTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(job.UID) != ref.UID || job.ResourceVersion != ref.ResourceVersion || ref.Name != kube.JobName(spec) {
+	if string(job.UID) != ref.UID || job.ResourceVersion != ref.ResourceVersion || ref.Name != spec.Name {
 		t.Errorf("ref %v, stored %s uid %s rv %s", ref, job.Name, job.UID, job.ResourceVersion)
 	}
 	s, ps := job.Spec, job.Spec.Template.Spec
@@ -79,28 +80,31 @@ func TestRealCreateFromTemplate(t *testing.T) {
 	if err != nil || again.UID != ref.UID {
 		t.Fatalf("repeat Create = %v, %v; want uid %s", again, err, ref.UID)
 	}
-	other, err := e.runner.Create(ctx, kube.JobSpec{Table: "Orders_EU", JobID: "r41-a2"})
+	other, err := e.runner.Create(ctx, catchup.JobSpec{Table: "Orders_EU", Name: "r41-a2"})
 	if err != nil || other.Name == ref.Name {
 		t.Fatalf("next attempt = %v, %v", other, err)
 	}
 	if got := e.jobs(); len(got) != 2 {
 		t.Errorf("jobs %v, want 2", got)
 	}
-	st, err := e.runner.Get(context.Background(), ref.Name)
-	if err != nil || st.Ref != ref || st.Table != "Orders_EU" || st.JobID != "r41-a1" || st.Outcome != kube.OutcomeRunning || len(st.Pods) != 0 {
+	st, err := e.runner.Get(context.Background(), ref)
+	if err != nil || st.Ref != ref || st.State != catchup.JobActive || len(st.Pods) != 0 {
 		t.Errorf("Get = %+v, %v", st, err)
 	}
-	if _, err := e.runner.Get(ctx, "walctl-catchup-none"); !errors.Is(err, errs.ErrNotFound) {
+	if _, err := e.runner.Get(ctx, catchup.JobRef{Name: "walctl-catchup-none"}); !errors.Is(err, errs.ErrNotFound) {
 		t.Errorf("Get of a missing Job = %v, want errs.ErrNotFound", err)
+	}
+	if _, err := e.runner.Get(ctx, catchup.JobRef{Name: ref.Name, UID: "another-uid"}); !errors.Is(err, catchup.ErrJobNotFound) {
+		t.Errorf("Get of the name with another UID = %v, want catchup.ErrJobNotFound", err)
 	}
 }
 
 func TestRealConcurrentCreatesMakeOneJob(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	spec := kube.JobSpec{Table: "events", JobID: "r9-a1"}
+	spec := catchup.JobSpec{Table: "events", Name: "r9-a1"}
 	runners := []*kube.Runner{e.runner, e.newRunner(), e.newRunner()} // three masters
-	refs := make([]kube.JobRef, 9)
+	refs := make([]catchup.JobRef, 9)
 	failures := make([]error, 9)
 	var wg sync.WaitGroup
 	for i := range refs {
@@ -133,7 +137,7 @@ func TestRealPriorityClassNeverPreempts(t *testing.T) {
 	for class, wantPod := range map[string]bool{"walctl-t-nopreempt": true, "walctl-t-preempting": false} {
 		t.Run(class, func(t *testing.T) {
 			e := newEnv(t, func(c *kube.Config) { c.PriorityClassName = class })
-			ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "t", JobID: "j1"})
+			ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "t", Name: "j1"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -46,7 +47,7 @@ func countVerb(cs *fake.Clientset, verb string) int {
 }
 
 func TestFakeCreateAdoptsOwnJob(t *testing.T) {
-	spec := JobSpec{Table: "orders", JobID: "r1-a1"}
+	spec := catchup.JobSpec{Table: "orders", Name: "r1-a1"}
 	r, _ := fakeRunner(t)
 	existing, _ := r.Build(spec)
 	existing.UID = "uid-1"
@@ -61,7 +62,7 @@ func TestFakeCreateAdoptsOwnJob(t *testing.T) {
 }
 
 func TestFakeCreateRefusesForeignJobUnderOurName(t *testing.T) {
-	spec := JobSpec{Table: "orders", JobID: "r1-a1"}
+	spec := catchup.JobSpec{Table: "orders", Name: "r1-a1"}
 	r, _ := fakeRunner(t)
 	foreign, _ := r.Build(spec)
 	foreign.Annotations[AnnotationJobID] = "r1-a0"
@@ -84,7 +85,7 @@ func TestFakeCreateDefiniteRejectionIsNotReadBack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r, cs := fakeRunner(t)
 			cs.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
-			_, err := r.Create(context.Background(), JobSpec{Table: "t", JobID: "j"})
+			_, err := r.Create(context.Background(), catchup.JobSpec{Table: "t", Name: "j"})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -99,8 +100,8 @@ func TestFakeCreateAmbiguousTwiceIsAmbiguous(t *testing.T) {
 	r, cs := fakeRunner(t)
 	reset := &netErr{syscall.ECONNRESET}
 	cs.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, reset })
-	ref, err := r.Create(context.Background(), JobSpec{Table: "t", JobID: "j"})
-	if !errors.Is(err, ErrAmbiguous) || !errors.Is(err, errs.ErrUnavailable) || ref != (JobRef{}) {
+	ref, err := r.Create(context.Background(), catchup.JobSpec{Table: "t", Name: "j"})
+	if !errors.Is(err, ErrAmbiguous) || !errors.Is(err, errs.ErrUnavailable) || ref != (catchup.JobRef{}) {
 		t.Fatalf("got %v, %v; want ErrAmbiguous (errs.ErrUnavailable)", ref, err)
 	}
 	if c, g := countVerb(cs, "create"), countVerb(cs, "get"); c != 2 || g != 2 {
@@ -109,7 +110,7 @@ func TestFakeCreateAmbiguousTwiceIsAmbiguous(t *testing.T) {
 	cs.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd")
 	})
-	if _, err := r.Create(context.Background(), JobSpec{Table: "t", JobID: "j"}); !errors.Is(err, ErrAmbiguous) {
+	if _, err := r.Create(context.Background(), catchup.JobSpec{Table: "t", Name: "j"}); !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("failed read-back: got %v, want ErrAmbiguous", err)
 	}
 }
@@ -166,12 +167,12 @@ func TestEveryCallIsBounded(t *testing.T) {
 
 func TestTerminateNeedsAFullReference(t *testing.T) {
 	r, cs := fakeRunner(t)
-	for _, ref := range []JobRef{{}, {Name: "x", UID: "u"}, {Name: "x", ResourceVersion: "1"}, {UID: "u", ResourceVersion: "1"}} {
+	for _, ref := range []catchup.JobRef{{}, {Name: "x", UID: "u"}, {Name: "x", ResourceVersion: "1"}, {UID: "u", ResourceVersion: "1"}} {
 		if err := r.Terminate(context.Background(), ref); !errors.Is(err, ErrBadRef) {
 			t.Errorf("Terminate(%v) = %v, want ErrBadRef", ref, err)
 		}
 	}
-	if _, err := r.PodsTerminal(context.Background(), JobRef{Name: "x"}); !errors.Is(err, ErrBadRef) {
+	if _, err := r.PodsTerminal(context.Background(), catchup.JobRef{Name: "x"}); !errors.Is(err, ErrBadRef) {
 		t.Errorf("PodsTerminal without UID = %v, want ErrBadRef", err)
 	}
 	if n := len(cs.Actions()); n != 0 {
@@ -181,15 +182,15 @@ func TestTerminateNeedsAFullReference(t *testing.T) {
 
 func TestOutcome(t *testing.T) {
 	j := &batchv1.Job{}
-	if outcomeOf(j) != OutcomeRunning {
+	if outcomeOf(j) != catchup.JobActive {
 		t.Error("no conditions")
 	}
 	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: "False"}, {Type: batchv1.JobComplete, Status: "True"}}
-	if outcomeOf(j) != OutcomeSucceeded {
+	if outcomeOf(j) != catchup.JobSucceeded {
 		t.Error("complete")
 	}
 	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: "True"}}
-	if outcomeOf(j) != OutcomeFailed {
+	if outcomeOf(j) != catchup.JobFailed {
 		t.Error("failed")
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -28,36 +31,17 @@ const (
 )
 
 // Name length bounds. A Job's name becomes the value of the job-name label
-// on its Pods (at most 63 bytes) and the prefix of their generated names;
-// 52 leaves the room Kubernetes itself leaves for CronJob-made Jobs.
+// on its Pods (at most 63 bytes) and the prefix of their generated names
+// (which Kubernetes truncates itself).
 const (
-	maxJobNameLen  = 52
-	namePrefix     = "walctl-catchup-"
-	hashLen        = 10
-	maxJobIDLen    = 63
-	maxTablePart   = maxJobNameLen - len(namePrefix) - 1 - hashLen
+	maxJobNameLen  = 63
 	labelValueMax  = 63
 	executionBytes = 16
 )
 
-// JobName is the deterministic Job name of an execution:
-// "walctl-catchup-<table>-<hash>", where <table> is a lower-cased, truncated,
-// DNS-1123-safe form of the table name and <hash> is taken from SHA-256 of the
-// exact (table, job id) pair, so two executions never share a name even when
-// their sanitized tables do (Orders vs orders, a_b vs a-b). The result is a
-// valid DNS-1123 label of at most 52 bytes.
-func JobName(spec JobSpec) string {
-	part := sanitize(spec.Table, maxTablePart)
-	h := executionKey(spec)[:hashLen]
-	if part == "" {
-		return namePrefix + h
-	}
-	return namePrefix + part + "-" + h
-}
-
-// executionKey is a label-safe digest of the exact (table, job id) pair.
-func executionKey(spec JobSpec) string {
-	sum := sha256.Sum256([]byte(spec.Table + "\x00" + spec.JobID))
+// executionKey is a label-safe digest of the exact (table, Job name) pair.
+func executionKey(spec catchup.JobSpec) string {
+	sum := sha256.Sum256([]byte(spec.Table + "\x00" + spec.Name))
 	return hex.EncodeToString(sum[:executionBytes])
 }
 
@@ -113,28 +97,21 @@ func validateTable(table string) error {
 	return nil
 }
 
-// validateJobID accepts 1 to 63 bytes of [A-Za-z0-9._-] not starting with
-// '-' or '.': the id travels as a command-line argument, an environment value
-// and an annotation, and must not be mistaken for a flag or a path.
-func validateJobID(id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("catch-up job id is empty: %w", errs.ErrInvalid)
-	case len(id) > maxJobIDLen:
-		return fmt.Errorf("catch-up job id is %d bytes, at most %d allowed: %w", len(id), maxJobIDLen, errs.ErrInvalid)
-	case id[0] == '-' || id[0] == '.':
-		return fmt.Errorf("catch-up job id %q starts with %q: %w", id, id[0], errs.ErrInvalid)
+// validateName accepts a DNS-1123 label of at most maxJobNameLen bytes:
+// the name becomes the Job's name, the job-name label of its Pods and the
+// prefix of their generated names, an argument and an annotation.
+func validateName(name string) error {
+	if len(name) > maxJobNameLen {
+		return fmt.Errorf("catch-up job name %q is %d bytes, at most %d allowed: %w", name, len(name), maxJobNameLen, errs.ErrInvalid)
 	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			return fmt.Errorf("catch-up job id %q: byte %q at offset %d is not one of [A-Za-z0-9._-]: %w", id, c, i, errs.ErrInvalid)
-		}
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return fmt.Errorf("catch-up job name %q: %s: %w", name, strings.Join(msgs, "; "), errs.ErrInvalid)
 	}
 	return nil
 }
 
 // identityLabels are the labels of an execution's Job and Pods.
-func identityLabels(spec JobSpec) map[string]string {
+func identityLabels(spec catchup.JobSpec) map[string]string {
 	return map[string]string{
 		LabelManagedBy: ManagedByWalctl,
 		LabelComponent: ComponentCatchup,
@@ -144,16 +121,16 @@ func identityLabels(spec JobSpec) map[string]string {
 }
 
 // identityAnnotations carry the exact identity of an execution.
-func identityAnnotations(spec JobSpec) map[string]string {
-	return map[string]string{AnnotationTable: spec.Table, AnnotationJobID: spec.JobID}
+func identityAnnotations(spec catchup.JobSpec) map[string]string {
+	return map[string]string{AnnotationTable: spec.Table, AnnotationJobID: spec.Name}
 }
 
 // isOurs reports whether an existing object carries exactly spec's identity.
-func isOurs(labels, annotations map[string]string, spec JobSpec) bool {
+func isOurs(labels, annotations map[string]string, spec catchup.JobSpec) bool {
 	for k, v := range identityLabels(spec) {
 		if labels[k] != v {
 			return false
 		}
 	}
-	return annotations[AnnotationTable] == spec.Table && annotations[AnnotationJobID] == spec.JobID
+	return annotations[AnnotationTable] == spec.Table && annotations[AnnotationJobID] == spec.Name
 }

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/walctl/walctl/internal/core/kube"
+	"github.com/walctl/walctl/internal/core/catchup"
 )
 
 // podOf is the Pod the Job controller would create for job. No
@@ -52,7 +52,7 @@ func (e *env) setPhase(p *corev1.Pod, phase corev1.PodPhase) *corev1.Pod {
 	return out
 }
 
-func (e *env) podsTerminal(ref kube.JobRef) bool {
+func (e *env) podsTerminal(ref catchup.JobRef) bool {
 	e.t.Helper()
 	ok, err := e.runner.PodsTerminal(testCtx(e.t), ref)
 	if err != nil {
@@ -66,7 +66,7 @@ func (e *env) podsTerminal(ref kube.JobRef) bool {
 func TestRealSlotHeldUntilEveryPodIsTerminal(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "orders", JobID: "r8-a1"})
+	ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "orders", Name: "r8-a1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestRealSlotHeldUntilEveryPodIsTerminal(t *testing.T) {
 	e.setPhase(b, corev1.PodRunning)
 
 	// A Pod of another Job is not ours, however it looks.
-	otherRef, err := e.runner.Create(ctx, kube.JobSpec{Table: "orders", JobID: "r8-a0"})
+	otherRef, err := e.runner.Create(ctx, catchup.JobSpec{Table: "orders", Name: "r8-a0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestRealSlotHeldUntilEveryPodIsTerminal(t *testing.T) {
 	}
 	e.setPhase(e.createPod(other, "other-x"), corev1.PodRunning)
 
-	st, err := e.runner.Get(ctx, ref.Name)
+	st, err := e.runner.Get(ctx, ref)
 	if err != nil || len(st.Pods) != 2 || st.Pods[0].Terminal || st.Pods[1].Terminal || st.Pods[0].Phase != "Running" {
 		t.Fatalf("Get = %+v, %v; want two running Pods", st, err)
 	}
@@ -124,7 +124,7 @@ func TestRealSlotHeldUntilEveryPodIsTerminal(t *testing.T) {
 func TestRealDeletingPodHoldsTheSlot(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "orders", JobID: "r9-a1"})
+	ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "orders", Name: "r9-a1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestRealDeletingPodHoldsTheSlot(t *testing.T) {
 	}
 
 	// A live, unfinished Job whose only Pod stopped: not yet.
-	ref2, err := e.runner.Create(ctx, kube.JobSpec{Table: "orders", JobID: "r9-a2"})
+	ref2, err := e.runner.Create(ctx, catchup.JobSpec{Table: "orders", Name: "r9-a2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/walctl/walctl/internal/core/kube"
+	"github.com/walctl/walctl/internal/core/catchup"
 )
 
 // The shipped Role is sufficient: every runner operation succeeds with only
@@ -25,11 +25,11 @@ import (
 func TestRealShippedRoleIsSufficientAndMinimal(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "orders", JobID: "rbac-a1"})
+	ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "orders", Name: "rbac-a1"})
 	if err != nil {
 		t.Fatalf("Create as the master: %v", err)
 	}
-	if _, err := e.runner.Get(ctx, ref.Name); err != nil {
+	if _, err := e.runner.Get(ctx, ref); err != nil {
 		t.Fatalf("Get as the master: %v", err)
 	}
 	if _, err := e.runner.PodsTerminal(ctx, ref); err != nil {
@@ -38,7 +38,7 @@ func TestRealShippedRoleIsSufficientAndMinimal(t *testing.T) {
 	if err := e.runner.Terminate(ctx, ref); err != nil {
 		t.Fatalf("Terminate as the master: %v", err)
 	}
-	ref2, _ := e.runner.Create(ctx, kube.JobSpec{Table: "orders", JobID: "rbac-a2"})
+	ref2, _ := e.runner.Create(ctx, catchup.JobSpec{Table: "orders", Name: "rbac-a2"})
 
 	// Concrete requests the master must not be able to make.
 	other := e.ns + "-other"

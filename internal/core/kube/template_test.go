@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -160,7 +161,7 @@ func TestBuildJobSetsWhatOnlyTheControllerMay(t *testing.T) {
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
-	spec := JobSpec{Table: "orders", JobID: "r7-a2"}
+	spec := catchup.JobSpec{Table: "orders", Name: "r7-a2"}
 	job := cfg.buildJob(spec)
 	if !reflect.DeepEqual(job, cfg.buildJob(spec)) {
 		t.Fatal("buildJob not deterministic (or it mutated the template)")
@@ -169,7 +170,7 @@ func TestBuildJobSetsWhatOnlyTheControllerMay(t *testing.T) {
 	c := ps.Containers[0]
 	wantArgs := []string{"catchup", "run", "--table", "orders", "--job", "r7-a2"}
 	switch {
-	case job.Name != JobName(spec) || job.Namespace != "walctl":
+	case job.Name != spec.Name || job.Namespace != "walctl":
 		t.Errorf("name %s/%s", job.Namespace, job.Name)
 	case *job.Spec.BackoffLimit != 0 || job.Spec.ActiveDeadlineSeconds != nil || ps.ActiveDeadlineSeconds != nil:
 		t.Errorf("backoffLimit %v, activeDeadlineSeconds %v/%v", *job.Spec.BackoffLimit, job.Spec.ActiveDeadlineSeconds, ps.ActiveDeadlineSeconds)

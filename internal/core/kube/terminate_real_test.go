@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/kube"
 )
@@ -25,7 +26,7 @@ func (e *env) gone(ctx context.Context, name string) {
 	if !apierrors.IsNotFound(err) {
 		e.t.Fatalf("job %s still there (finalizers %v, deleting %v): %v", name, j.Finalizers, j.DeletionTimestamp, err)
 	}
-	if _, err := e.runner.Get(ctx, name); !errors.Is(err, errs.ErrNotFound) {
+	if _, err := e.runner.Get(ctx, catchup.JobRef{Name: name}); !errors.Is(err, errs.ErrNotFound) {
 		e.t.Fatalf("runner Get of a deleted Job = %v, want errs.ErrNotFound", err)
 	}
 }
@@ -33,7 +34,7 @@ func (e *env) gone(ctx context.Context, name string) {
 func TestRealTerminateRefusesAReplacedJob(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	spec := kube.JobSpec{Table: "orders", JobID: "r6-a1"}
+	spec := catchup.JobSpec{Table: "orders", Name: "r6-a1"}
 	old, err := e.runner.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func TestRealTerminateRefusesAReplacedJob(t *testing.T) {
 	if !errors.Is(err, kube.ErrStale) || !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("Terminate with the old UID = %v, want ErrStale (errs.ErrConflict)", err)
 	}
-	if st, err := e.runner.Get(ctx, cur.Name); err != nil || st.Ref.UID != cur.UID || st.Deleting {
+	if st, err := e.runner.Get(ctx, cur); err != nil || st.Ref.UID != cur.UID || st.Deleting {
 		t.Fatalf("the new Job was touched: %+v, %v", st, err)
 	}
 	if err := e.runner.Terminate(ctx, cur); err != nil {
@@ -63,7 +64,7 @@ func TestRealTerminateRefusesAReplacedJob(t *testing.T) {
 func TestRealTerminateRefusesAChangedJob(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "orders", JobID: "r7-a1"})
+	ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "orders", Name: "r7-a1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestRealTerminateRefusesAChangedJob(t *testing.T) {
 	if err := e.runner.Terminate(ctx, ref); !errors.Is(err, kube.ErrStale) {
 		t.Fatalf("Terminate with a stale resourceVersion = %v, want ErrStale", err)
 	}
-	st, err := e.runner.Get(ctx, ref.Name)
+	st, err := e.runner.Get(ctx, ref)
 	if err != nil || st.Deleting || st.Ref.UID != ref.UID || st.Ref.ResourceVersion == ref.ResourceVersion {
 		t.Fatalf("after a refused Terminate: %+v, %v", st, err)
 	}
@@ -93,7 +94,7 @@ func TestRealTerminateRepeatedAfterAFailedAttempt(t *testing.T) {
 	t.Run("delete lost before the server", func(t *testing.T) {
 		e := newEnv(t)
 		ctx := testCtx(t)
-		ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "t", JobID: "a1"})
+		ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "t", Name: "a1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func TestRealTerminateRepeatedAfterAFailedAttempt(t *testing.T) {
 		if err := e.runner.Terminate(ctx, ref); !errors.Is(err, errs.ErrUnavailable) {
 			t.Fatalf("Terminate with the API unreachable = %v, want errs.ErrUnavailable", err)
 		}
-		if _, err := e.runner.Get(ctx, ref.Name); err != nil {
+		if _, err := e.runner.Get(ctx, ref); err != nil {
 			t.Fatalf("job should still exist: %v", err)
 		}
 		if err := e.runner.Terminate(ctx, ref); err != nil {
@@ -112,7 +113,7 @@ func TestRealTerminateRepeatedAfterAFailedAttempt(t *testing.T) {
 	t.Run("delete applied, response lost", func(t *testing.T) {
 		e := newEnv(t)
 		ctx := testCtx(t)
-		ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "t", JobID: "a1"})
+		ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "t", Name: "a1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +129,7 @@ func TestRealTerminateRepeatedAfterAFailedAttempt(t *testing.T) {
 	t.Run("deletion held by a finalizer", func(t *testing.T) {
 		e := newEnv(t)
 		ctx := testCtx(t)
-		ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "t", JobID: "a1"})
+		ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "t", Name: "a1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestRealTerminateRepeatedAfterAFailedAttempt(t *testing.T) {
 		if err := e.runner.Terminate(ctx, ref); err != nil {
 			t.Fatal(err)
 		}
-		st, err := e.runner.Get(ctx, ref.Name)
+		st, err := e.runner.Get(ctx, ref)
 		if err != nil || !st.Deleting || st.Ref.ResourceVersion == ref.ResourceVersion {
 			t.Fatalf("held Job: %+v, %v; want deleting with a new resourceVersion", st, err)
 		}
@@ -162,7 +163,7 @@ func TestRealTerminateRepeatedAfterAFailedAttempt(t *testing.T) {
 func TestRealTerminateCancelled(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	ref, err := e.runner.Create(ctx, kube.JobSpec{Table: "t", JobID: "a1"})
+	ref, err := e.runner.Create(ctx, catchup.JobSpec{Table: "t", Name: "a1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestRealTerminateCancelled(t *testing.T) {
 	if err := e.runner.Terminate(cctx, ref); !errors.Is(err, context.Canceled) || !errors.Is(err, errs.ErrUnavailable) {
 		t.Fatalf("cancelled Terminate = %v, want context.Canceled (errs.ErrUnavailable)", err)
 	}
-	if st, err := e.runner.Get(ctx, ref.Name); err != nil || st.Deleting {
+	if st, err := e.runner.Get(ctx, ref); err != nil || st.Deleting {
 		t.Fatalf("cancelled Terminate touched the Job: %+v, %v", st, err)
 	}
 }

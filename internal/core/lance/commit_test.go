@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/walctl/walctl/internal/core/errs"
-	"github.com/walctl/walctl/internal/core/lance/oracle"
+	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 )
 
 func TestRacingWritersOneWinsNoneLost(t *testing.T) {
-	o := oracle.MustFind(t)
+	o := oracletest.MustFind(t)
 	d := newDataset(t, small, FileVersion2_0)
 	var descs [2]Descriptor
 	for i := range descs {
@@ -103,7 +103,7 @@ func TestRetryWhoseCheckFailsOnNewParentIsRefused(t *testing.T) {
 }
 
 func TestUnknownOutcomeResolvedByTransactionLookup(t *testing.T) {
-	o := oracle.MustFind(t)
+	o := oracletest.MustFind(t)
 	d := newDataset(t, small, FileVersion2_0)
 	ctx := context.Background()
 	r := smallBatch(0, 10)

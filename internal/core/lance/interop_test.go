@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/walctl/walctl/internal/core/lance/oracle"
+	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 )
 
 // small is the schema the interop tests share with the oracle's spec types.
@@ -151,7 +152,7 @@ func wantIDs(t *testing.T, who string, ids []int64, n int) {
 // and walctl keeps appending. In 2.1 the official append of a few rows is
 // left uncompressed by the official writer, so walctl reads it all.
 func TestOfficialAppendsToWalctlTableThenWalctlAppends(t *testing.T) {
-	o := oracle.MustFind(t)
+	o := oracletest.MustFind(t)
 	for _, fv := range []FileVersion{FileVersion2_0, FileVersion2_1} {
 		t.Run(fv.String(), func(t *testing.T) { officialAppendsThenWalctl(t, o, fv) })
 	}
@@ -224,7 +225,7 @@ func officialAppendsThenWalctl(t *testing.T, o *oracle.Oracle, fv FileVersion) {
 }
 
 func TestWalctlAppendsToOfficialTable(t *testing.T) {
-	o := oracle.MustFind(t)
+	o := oracletest.MustFind(t)
 	ctx := testCtx(t)
 	root := t.TempDir() + "/official.lance"
 	if _, err := o.Create(ctx, root, map[string]any{"schema": smallSpec, "rows": smallRows(0, 40)}, "2.0"); err != nil {
@@ -279,7 +280,7 @@ func TestWalctlAppendsToOfficialTable(t *testing.T) {
 // schema and config, refuses its compressed pages by name, and appends 2.1
 // files the official reader reads in full.
 func TestOfficialDefault21Table(t *testing.T) {
-	o := oracle.MustFind(t)
+	o := oracletest.MustFind(t)
 	ctx := testCtx(t)
 	root := t.TempDir() + "/official21.lance"
 	if _, err := o.Create(ctx, root, map[string]any{"schema": smallSpec, "rows": smallRows(0, 300)}, ""); err != nil {

@@ -7,13 +7,14 @@ import (
 
 	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
+	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 )
 
 // TestOfficialReaderReadsEveryType has the official reader open a walctl
 // table of every supported type with nulls, in both file formats: every
 // value, null and row count at every version, a filter and a projection.
 func TestOfficialReaderReadsEveryType(t *testing.T) {
-	o := oracle.MustFind(t)
+	o := oracletest.MustFind(t)
 	for _, fv := range []FileVersion{FileVersion2_0, FileVersion2_1} {
 		t.Run(fv.String(), func(t *testing.T) { officialReadsEveryType(t, o, fv) })
 	}

@@ -1,7 +1,9 @@
-// Package master is the HTTP side of `walctl master run` (issue 7): the
-// catch-up API in front of catchup.Master and catchup.Controller, with
-// bearer-token authentication, strict request decoding, /healthz and
-// /metrics.
+// Package master is `walctl master run` (issue 7): Run, the daemon's
+// lifecycle (catch-up master, controller, API server, endpoint file,
+// shutdown grace); the catch-up API in front of catchup.Master and
+// catchup.Controller, with bearer-token authentication, strict request
+// decoding, /healthz and /metrics; and Client, the API's one client (the
+// catch-up verbs and the tests use it).
 //
 // Routes (JSON in and out; every error is {"error", "code", "status"}):
 //
@@ -50,8 +52,9 @@ type Catchup interface {
 	Status(ctx context.Context, table string) (catchup.Status, error)
 }
 
-// NewCatchup joins a Master (admission, cancellation) and its Controller
-// (status with the controller's stall observation) into a Catchup.
+// NewCatchup joins a Master (admission) and its Controller (cancellation
+// that looks at the Job first, status with the controller's stall
+// observation) into a Catchup.
 func NewCatchup(m *catchup.Master, c *catchup.Controller) Catchup { return joined{m, c} }
 
 type joined struct {
@@ -61,6 +64,12 @@ type joined struct {
 
 func (j joined) Status(ctx context.Context, table string) (catchup.Status, error) {
 	return j.c.Status(ctx, table)
+}
+
+// Cancel looks at the Job before the cancellation CAS (Controller.Cancel):
+// a Job that already finished keeps its outcome.
+func (j joined) Cancel(ctx context.Context, table, reason, by string) error {
+	return j.c.Cancel(ctx, table, reason, by)
 }
 
 // Tables tells whether a table exists (wal.Log satisfies it).

@@ -95,17 +95,17 @@ func (f *FakeRunner) Create(_ context.Context, spec catchup.JobSpec) (catchup.Jo
 	return ref, nil
 }
 
-// Get implements catchup.Runner.
-func (f *FakeRunner) Get(_ context.Context, name string) (catchup.JobStatus, error) {
+// Get implements catchup.Runner: by name, and by UID when ref has one.
+func (f *FakeRunner) Get(_ context.Context, ref catchup.JobRef) (catchup.JobStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, "get "+name)
+	f.calls = append(f.calls, "get "+ref.Name)
 	if err := f.takeFail("get"); err != nil {
 		return catchup.JobStatus{}, err
 	}
-	j, ok := f.jobs[name]
-	if !ok || j.deleted {
-		return catchup.JobStatus{}, fmt.Errorf("job %s: %w", name, catchup.ErrJobNotFound)
+	j, ok := f.jobs[ref.Name]
+	if !ok || j.deleted || ref.UID != "" && j.ref.UID != ref.UID {
+		return catchup.JobStatus{}, fmt.Errorf("job %s: %w", ref, catchup.ErrJobNotFound)
 	}
 	return catchup.JobStatus{Ref: j.ref, State: j.state, Detail: j.detail}, nil
 }

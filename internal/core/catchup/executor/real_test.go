@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/walctl/walctl/internal/core/catchup"
-	"github.com/walctl/walctl/internal/core/catchup/lancewm"
+	"github.com/walctl/walctl/internal/core/catchup/watermarks"
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
@@ -65,7 +65,7 @@ func newStack(t *testing.T, generations int) *stack {
 	if s.m, err = catchup.OpenMaster(ctx, s.store, p, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := catchup.NewScanner(s.store, eng, lancewm.Func(s.root)).Scan(ctx); err != nil {
+	if _, err := catchup.NewScanner(s.store, eng, watermarks.FromLance(s.root)).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	a, err := s.m.Admit(ctx, catchup.Request{Target: "t", Source: "api"})
@@ -97,7 +97,7 @@ func (s *stack) execute(job string, adm Admission) (*Report, error) {
 // it counts the batches committed.
 func (s *stack) watermark() uint64 {
 	s.t.Helper()
-	wm, err := lancewm.Func(s.root)(s.ctx, "t")
+	wm, err := watermarks.FromLance(s.root)(s.ctx, "t")
 	if err != nil {
 		s.t.Fatal(err)
 	}

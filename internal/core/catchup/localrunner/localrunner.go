@@ -5,11 +5,11 @@
 // clock ticks since boot (/proc/<pid>/stat field 22), so it names exactly
 // one process even after the pid is reused. The resourceVersion is always
 // "1": a process has no mutable spec. The runner keeps no state of its own
-// across master restarts — only what the etcd records say: a restarted
-// master does not know the Job names of its predecessor, so Get answers
-// catchup.ErrJobNotFound and the controller treats the Job as failed;
-// PodsTerminal and Terminate still find the process by the UID recorded in
-// etcd, so its slot stays held while it runs and a termination reaches it.
+// across master restarts — only what the etcd records say: Get,
+// PodsTerminal and Terminate find a predecessor's process by the UID
+// recorded in etcd, so its slot stays held while it runs and a termination
+// reaches it; once it has exited its outcome is unknown (ErrJobNotFound,
+// which the controller counts as a failure).
 package localrunner
 
 import (
@@ -71,6 +71,7 @@ type proc struct {
 	pid        int
 	done       chan struct{} // closed when the process has exited and been reaped
 	exitCode   int
+	exitedAt   time.Time
 	terminated bool // Terminate accepted: the Job is gone for Get
 }
 
@@ -142,7 +143,7 @@ func (r *Runner) Create(_ context.Context, spec catchup.JobSpec) (catchup.JobRef
 			code = -1
 		}
 		r.mu.Lock()
-		p.exitCode = code
+		p.exitCode, p.exitedAt = code, r.cfg.Clock.Now()
 		r.mu.Unlock()
 		close(p.done)
 		r.cfg.Logger.Info("catch-up process exited", "job", spec.Name, "pid", pid, "exit_code", code)
@@ -163,26 +164,33 @@ func (r *Runner) inherited() []string {
 	return out
 }
 
-// Get implements catchup.Runner. A process that exited 0 succeeded, any
-// other exit failed; a terminated Job, or one this master never started,
-// is catchup.ErrJobNotFound.
-func (r *Runner) Get(_ context.Context, name string) (catchup.JobStatus, error) {
+// Get implements catchup.Runner. A process this runner started that exited
+// 0 succeeded, any other exit failed. A process an earlier master started
+// is found by the UID recorded in etcd: active while it runs, and
+// catchup.ErrJobNotFound once it has exited (its exit code was its parent's
+// to read). A terminated Job is catchup.ErrJobNotFound.
+func (r *Runner) Get(_ context.Context, ref catchup.JobRef) (catchup.JobStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p, ok := r.procs[name]
-	if !ok || p.terminated {
-		return catchup.JobStatus{}, fmt.Errorf("catch-up process %s (not started by this master, or terminated): %w", name, catchup.ErrJobNotFound)
-	}
-	st := catchup.JobStatus{Ref: p.ref, State: catchup.JobActive}
-	select {
-	case <-p.done:
-		st.State, st.Detail = catchup.JobFailed, fmt.Sprintf("exit code %d", p.exitCode)
-		if p.exitCode == 0 {
-			st.State = catchup.JobSucceeded
+	p, ok := r.procs[ref.Name]
+	switch {
+	case ok && p.terminated:
+		return catchup.JobStatus{}, fmt.Errorf("catch-up process %s was terminated: %w", ref.Name, catchup.ErrJobNotFound)
+	case ok && (ref.UID == "" || ref.UID == p.ref.UID):
+		st := catchup.JobStatus{Ref: p.ref, State: catchup.JobActive}
+		select {
+		case <-p.done:
+			st.State, st.Detail, st.FinishedAt = catchup.JobFailed, fmt.Sprintf("exit code %d", p.exitCode), p.exitedAt
+			if p.exitCode == 0 {
+				st.State = catchup.JobSucceeded
+			}
+		default:
 		}
-	default:
+		return st, nil
+	case ref.UID != "" && alive(ref):
+		return catchup.JobStatus{Ref: ref, State: catchup.JobActive}, nil
 	}
-	return st, nil
+	return catchup.JobStatus{}, fmt.Errorf("catch-up process %s (uid %q) is not running: %w", ref.Name, ref.UID, catchup.ErrJobNotFound)
 }
 
 // Terminate implements catchup.Runner: guarded by the UID (pid and start

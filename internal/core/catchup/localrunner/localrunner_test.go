@@ -64,7 +64,7 @@ func newRunner(t *testing.T, mode string, clk *fakeclock.FakeClock) *Runner {
 }
 
 func spec(name string) catchup.JobSpec {
-	return catchup.JobSpec{Name: name, Table: "t", JobID: name, Attempt: 1, SoftSlice: time.Minute,
+	return catchup.JobSpec{Name: name, Table: "t", Attempt: 1, SoftSlice: time.Minute,
 		BatchBytes: 1, BatchGenerations: 1, MergeBufferBytes: 1, CacheBytes: 1}
 }
 
@@ -104,7 +104,7 @@ func TestCreateIsIdempotentAndTerminateIsGuarded(t *testing.T) {
 	if pid, start, err := parseUID(ref.UID); err != nil || pid <= 0 || start == 0 {
 		t.Fatalf("uid %q: %v", ref.UID, err)
 	}
-	st, err := r.Get(ctx, "j1")
+	st, err := r.Get(ctx, catchup.JobRef{Name: "j1"})
 	if err != nil || st.State != catchup.JobActive || st.Ref != ref {
 		t.Fatalf("get: %+v %v", st, err)
 	}
@@ -119,7 +119,7 @@ func TestCreateIsIdempotentAndTerminateIsGuarded(t *testing.T) {
 	if err := r.Terminate(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Get(ctx, "j1"); !errors.Is(err, catchup.ErrJobNotFound) {
+	if _, err := r.Get(ctx, catchup.JobRef{Name: "j1"}); !errors.Is(err, catchup.ErrJobNotFound) {
 		t.Fatalf("get after terminate: %v, want ErrJobNotFound", err)
 	}
 	eventually(t, "the terminated process exits", terminal(t, r, ref))
@@ -134,7 +134,7 @@ func TestExitCodeIsTheJobState(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, mode+" exits", terminal(t, r, ref))
-		st, err := r.Get(ctx, ref.Name)
+		st, err := r.Get(ctx, ref)
 		if err != nil || st.State != want {
 			t.Fatalf("%s: %+v %v, want %s", mode, st, err, want)
 		}
@@ -153,7 +153,7 @@ func TestDropEnvIsNotInherited(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the child exits", terminal(t, r, ref))
-	if st, err := r.Get(context.Background(), ref.Name); err != nil || st.State != catchup.JobSucceeded {
+	if st, err := r.Get(context.Background(), ref); err != nil || st.State != catchup.JobSucceeded {
 		t.Fatalf("%+v %v: the child saw the dropped variable", st, err)
 	}
 }
@@ -181,9 +181,9 @@ func TestKillAfterGrace(t *testing.T) {
 	eventually(t, "SIGKILL ends the process", terminal(t, r, ref))
 }
 
-// A restarted master knows no Job names (Get: not found, so the controller
-// fails the attempt) but finds the process by the UID from etcd: its slot
-// stays held while it runs, and termination reaches it.
+// A restarted master finds the process by the UID recorded in etcd: Get
+// sees it running (not by its name alone), its slot stays held while it
+// runs, and termination reaches it.
 func TestRestartedMasterFindsProcessByUID(t *testing.T) {
 	ctx := context.Background()
 	first := newRunner(t, "wait", nil)
@@ -193,8 +193,11 @@ func TestRestartedMasterFindsProcessByUID(t *testing.T) {
 	}
 	eventually(t, "the child is running", func() bool { return alive(ref) })
 	second := newRunner(t, "wait", nil)
-	if _, err := second.Get(ctx, "j3"); !errors.Is(err, catchup.ErrJobNotFound) {
-		t.Fatalf("get on a restarted master: %v, want ErrJobNotFound", err)
+	if _, err := second.Get(ctx, catchup.JobRef{Name: "j3"}); !errors.Is(err, catchup.ErrJobNotFound) {
+		t.Fatalf("get by name alone on a restarted master: %v, want ErrJobNotFound", err)
+	}
+	if st, err := second.Get(ctx, ref); err != nil || st.State != catchup.JobActive || st.Ref != ref {
+		t.Fatalf("get by the recorded identity on a restarted master: %+v, %v; want active %v", st, err, ref)
 	}
 	if done, _ := second.PodsTerminal(ctx, ref); done {
 		t.Fatal("a live orphan reported terminal")
@@ -203,6 +206,9 @@ func TestRestartedMasterFindsProcessByUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the orphan exits", terminal(t, second, ref))
+	if _, err := second.Get(ctx, ref); !errors.Is(err, catchup.ErrJobNotFound) {
+		t.Fatalf("get of an exited orphan: %v, want ErrJobNotFound", err)
+	}
 	if err := second.Terminate(ctx, ref); !errors.Is(err, catchup.ErrJobNotFound) {
 		t.Fatalf("terminate of an exited orphan: %v, want ErrJobNotFound", err)
 	}

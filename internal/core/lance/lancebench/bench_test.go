@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/walctl/walctl/internal/core/lance/oracle"
+	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 )
 
 // BenchmarkWalctlVsOfficial runs one full comparison per iteration and
 // reports both throughputs; go test -bench . -benchtime 1x.
 func BenchmarkWalctlVsOfficial(b *testing.B) {
-	o := oracle.MustFind(b)
+	o := oracletest.MustFind(b)
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		res, err := Run(ctx, o, b.TempDir(), DefaultConfig)
@@ -34,7 +35,7 @@ func BenchmarkWalctlVsOfficial(b *testing.B) {
 // TestBenchSmall checks a tiny run end to end: every side writes every row
 // and the official reader counts them in both walctl tables.
 func TestBenchSmall(t *testing.T) {
-	o := oracle.MustFind(t)
+	o := oracletest.MustFind(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := Config{Adds: 2, BatchesPerAdd: 2, RowsPerBatch: 100}

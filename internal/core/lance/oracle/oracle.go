@@ -1,7 +1,8 @@
 // Package oracle runs the official LanceDB implementation (the Node package
 // pinned in tools/lance-oracle) as a reference for walctl's Lance code: it
 // reads, filters, time-travels, appends to, optimizes and creates tables and
-// reports what it saw as JSON.
+// reports what it saw as JSON. It does not import testing: `walctl bench
+// lance` links it; tests find it through package oracletest.
 package oracle
 
 import (
@@ -14,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 
 	"github.com/walctl/walctl/internal/core/errs"
 )
@@ -47,16 +47,6 @@ func Find() (*Oracle, error) {
 			return nil, fmt.Errorf("no go.mod above %s: %w", wd, errs.ErrNotFound)
 		}
 	}
-}
-
-// MustFind returns the oracle or fails the test (never skips it).
-func MustFind(t testing.TB) *Oracle {
-	t.Helper()
-	o, err := Find()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }
 
 // Run runs one oracle command and decodes its JSON output into out.

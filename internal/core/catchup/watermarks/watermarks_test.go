@@ -1,4 +1,4 @@
-package lancewm
+package watermarks
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 )
 
 func TestMissingDatasetHasNoWatermarks(t *testing.T) {
-	wm, err := Func(t.TempDir())(context.Background(), "t1")
+	wm, err := FromLance(t.TempDir())(context.Background(), "t1")
 	if err != nil || len(wm) != 0 {
 		t.Fatalf("watermarks %v, %v; want none", wm, err)
 	}
-	if _, err := Func(t.TempDir())(context.Background(), "../x"); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := FromLance(t.TempDir())(context.Background(), "../x"); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("bad name: %v, want ErrInvalid", err)
 	}
 }

@@ -1,7 +1,7 @@
-// Package lancewm reads published watermarks from Lance tables for the
+// Package watermarks reads published watermarks from Lance tables for the
 // catch-up backlog scan (catchup.Scanner), keeping package catchup free of
 // any dependency on the Lance and publish code.
-package lancewm
+package watermarks
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
-// Func returns a catchup.WatermarkFunc that reads the watermarks of the
+// FromLance returns a catchup.WatermarkFunc that reads the watermarks of the
 // latest version of <lanceRoot>/<table>.lance (a managed read, DESIGN.md
 // §3 rule 13: no claim, no epoch). A table with no dataset yet has
 // published nothing (empty watermarks); any other error (a corrupt
 // manifest, a bad name) is returned. It does not block on ctx: a manifest
 // read is one small file.
-func Func(lanceRoot string) catchup.WatermarkFunc {
+func FromLance(lanceRoot string) catchup.WatermarkFunc {
 	return func(_ context.Context, table string) (map[int]uint64, error) {
 		r, err := publish.OpenReader(lanceRoot, table, publish.Selection{})
 		if errors.Is(err, lance.ErrDatasetNotFound) {
