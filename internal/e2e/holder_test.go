@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
 // Issue 13 item 2: a second `worker run` on the same data dir borrows the
@@ -23,48 +25,50 @@ func TestSecondWorkerExitsWhenHolderGoes(t *testing.T) {
 	t.Cleanup(cancel)
 	dir := t.TempDir()
 	c := &cluster{t: t, ctx: ctx, dir: dir, seq: new(atomic.Int64)}
+	c.procs = proc.NewRunner(walctlBin, dir)
+	c.procs.WaitTimeout = waitTimeout
 	data := filepath.Join(dir, "data")
 	schema := filepath.Join(dir, "schema.json")
 	if err := os.WriteFile(schema, []byte(`[{"name": "id", "type": "int64"}]`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	walctl := func(name string, args ...string) *proc {
+	walctl := func(name string, args ...string) *proc.Proc {
 		return c.start(name, nil, append([]string{"--data-dir", data}, args...)...)
 	}
-	expect(t, "table create", walctl("create", "table", "create", "orders", "--schema", schema).wait(), exitOK)
+	expect(t, "table create", walctl("create", "table", "create", "orders", "--schema", schema).Wait(), exitOK)
 
 	run := []string{"worker", "run", "--tables", "orders", "--poll-interval", "100ms", "--command-timeout", "2s", "--log-level", "debug"}
 	first := walctl("first", run...)
-	first.waitFile(filepath.Join(data, "wal", "ENDPOINT"))
-	first.waitFile(filepath.Join(data, "etcd", "ENDPOINT"))
+	first.WaitFile(filepath.Join(data, "wal", "ENDPOINT"))
+	first.WaitFile(filepath.Join(data, "etcd", "ENDPOINT"))
 	second := walctl("second", run...)
 	waitFor(t, "the second worker to start on the first one's servers", func() bool {
-		s := second.stderr.String()
-		if second.exited() {
-			t.Fatalf("the second worker ended: %s", second.wait())
+		s := second.Stderr()
+		if second.Exited() {
+			t.Fatalf("the second worker ended: %s", second.Wait())
 		}
 		return strings.Contains(s, "worker started") && strings.Contains(s, "using the WAL server of the process holding the data dir")
 	})
 
-	first.signal(syscall.SIGTERM)
-	expect(t, "first worker", first.wait(), exitOK)
-	r := second.wait()
+	first.Signal(syscall.SIGTERM)
+	expect(t, "first worker", first.Wait(), exitOK)
+	r := second.Wait()
 	expect(t, "second worker after the holder exited", r, exitUnavailable)
-	if !strings.Contains(r.stderr, "pid "+strconv.Itoa(first.pid())) || !strings.Contains(r.stderr, "has exited") {
-		t.Fatalf("the second worker's error does not name the holder that went:\n%s", r.stderr)
+	if !strings.Contains(r.Stderr, "pid "+strconv.Itoa(first.Pid())) || !strings.Contains(r.Stderr, "has exited") {
+		t.Fatalf("the second worker's error does not name the holder that went:\n%s", r.Stderr)
 	}
 
 	// Restarted, it is the holder: it serves the WAL itself and publishes.
 	third := walctl("third", run...)
-	third.waitFile(filepath.Join(data, "wal", "ENDPOINT"))
-	expect(t, "wal append through the restarted worker", walctl("load", "wal", "load", "--table", "orders", "--bytes", "64KiB", "--batch-rows", "100").wait(), exitOK)
-	expect(t, "wal seal", walctl("seal", "wal", "seal", "--table", "orders").wait(), exitOK)
+	third.WaitFile(filepath.Join(data, "wal", "ENDPOINT"))
+	expect(t, "wal append through the restarted worker", walctl("load", "wal", "load", "--table", "orders", "--bytes", "64KiB", "--batch-rows", "100").Wait(), exitOK)
+	expect(t, "wal seal", walctl("seal", "wal", "seal", "--table", "orders").Wait(), exitOK)
 	waitFor(t, "the restarted worker to publish", func() bool {
-		r := walctl("read", "table", "read", "orders", "--count", "--output", "json").wait()
-		return r.code == exitOK && strings.Contains(r.stdout, `"row_count"`) && !strings.Contains(r.stdout, `"row_count": 0`)
+		r := walctl("read", "table", "read", "orders", "--count", "--output", "json").Wait()
+		return r.Code == exitOK && strings.Contains(r.Stdout, `"row_count"`) && !strings.Contains(r.Stdout, `"row_count": 0`)
 	})
-	third.signal(syscall.SIGTERM)
-	expect(t, "third worker", third.wait(), exitOK)
+	third.Signal(syscall.SIGTERM)
+	expect(t, "third worker", third.Wait(), exitOK)
 }
 
 // waitFor polls cond until it holds or waitTimeout passes.
