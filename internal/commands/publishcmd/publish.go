@@ -45,7 +45,7 @@ adopts the pinned plan and reuses the prepared files exactly.` + exitHelp,
 		RunE:    run(opts, runF),
 	}
 	cmd.Flags().StringVar(&opts.Table, "table", "", "table name")
-	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.KeyPipeline, cmdutil.KeyMemoryBudget)
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.PublicationKeys...)
 	return cmd
 }
 
@@ -66,7 +66,7 @@ sealed is left.` + exitHelp,
 	}
 	cmd.Flags().StringVar(&opts.Table, "table", "", "table name")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "publish round after round until nothing sealed is pending")
-	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.KeyPipeline, cmdutil.KeyMemoryBudget)
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.PublicationKeys...)
 	return cmd
 }
 
