@@ -29,12 +29,30 @@ type Reader struct {
 	State    State
 }
 
+// NotPublishedError is returned by OpenReader for a table with no Lance
+// dataset yet: nothing was ever published into it. It unwraps to
+// lance.ErrDatasetNotFound (and so errs.ErrNotFound).
+type NotPublishedError struct {
+	Table string
+	Err   error
+}
+
+func (e *NotPublishedError) Error() string {
+	return "table " + e.Table + " has no published version yet"
+}
+
+// Unwrap returns the dataset error.
+func (e *NotPublishedError) Unwrap() error { return e.Err }
+
 // OpenReader opens table under lanceRoot read-only at the selected version.
 func OpenReader(lanceRoot, table string, sel Selection) (*Reader, error) {
 	if err := wal.ValidateName(table); err != nil {
 		return nil, err
 	}
 	ds, err := lance.Open(filepath.Join(lanceRoot, table+".lance"))
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		return nil, &NotPublishedError{Table: table, Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}
