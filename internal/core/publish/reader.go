@@ -110,3 +110,17 @@ func latestPublished(ds *lance.Dataset) (*lance.Manifest, error) {
 func (r *Reader) Scan(ctx context.Context, columns []string, fn func(arrow.RecordBatch) error) error {
 	return r.ds.Scan(ctx, lance.ScanOptions{Version: r.Manifest.Version, Columns: columns}, fn)
 }
+
+// LatestWatermarks returns the published watermarks of the latest version of
+// table under lanceRoot (a managed read: no claim, no epoch). A table with
+// no dataset yet has published nothing: empty watermarks, no error.
+func LatestWatermarks(lanceRoot, table string) (Watermarks, error) {
+	r, err := OpenReader(lanceRoot, table, Selection{})
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		return Watermarks{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.State.Watermarks, nil
+}
