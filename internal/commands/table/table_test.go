@@ -45,10 +45,12 @@ func (w *fakeWAL) Tables(context.Context) ([]wal.TableInfo, error) {
 
 func fakeDeps(w *fakeWAL, printed *any) deps {
 	return deps{
-		WAL:         func(context.Context) (wal.Log, error) { return w, nil },
-		CallContext: func(ctx context.Context) (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, time.Minute) },
-		Print:       func(v any, _ func() *render.Table) error { *printed = v; return nil },
-		ErrOut:      &bytes.Buffer{},
+		WAL: func(context.Context) (wal.Log, error) { return w, nil },
+		CallContext: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, time.Minute)
+		},
+		Print:  func(v any, _ func() *render.Table) error { *printed = v; return nil },
+		ErrOut: &bytes.Buffer{},
 	}
 }
 
