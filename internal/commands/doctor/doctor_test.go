@@ -18,11 +18,13 @@ func (fakeLog) Tables(context.Context) ([]wal.TableInfo, error) { return []wal.T
 
 func options(open func(context.Context) (wal.Log, error), printed *any) *Options {
 	return &Options{
-		WALTarget:   "127.0.0.1:1",
-		LanceRoot:   "",
-		CallContext: func(ctx context.Context) (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, time.Second) },
-		WAL:         open,
-		Print:       func(v any, _ func() *render.Table) error { *printed = v; return nil },
+		WALTarget: "127.0.0.1:1",
+		LanceRoot: "",
+		CallContext: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, time.Second)
+		},
+		WAL:   open,
+		Print: func(v any, _ func() *render.Table) error { *printed = v; return nil },
 	}
 }
 

@@ -40,7 +40,7 @@ plan (or plan from the sealed WAL generations above the watermarks and pin it),
 and prepare its Lance data files — or reuse a prepared result that still
 verifies. Nothing is committed: a later 'walctl publish', worker or catch-up
 adopts the pinned plan and reuses the prepared files exactly.` + exitHelp,
-		Example: "  walctl prepare --table orders\n  walctl prepare --table orders --output json | jq -r .files[]",
+		Example: "  walctl prepare --table orders\n  walctl prepare --table orders --output json | jq -r '.rounds[].files[]'",
 		Args:    cmdutil.ExactArgs(0, "prepare takes no arguments (use --table)"),
 		RunE:    run(opts, runF),
 	}
