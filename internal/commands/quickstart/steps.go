@@ -7,6 +7,7 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/producer"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/schemaspec"
 	"github.com/walctl/walctl/internal/core/synth"
@@ -36,14 +37,14 @@ func register(ctx context.Context, opts *Options) (wal.Log, wal.TableInfo, error
 }
 
 func produce(ctx context.Context, opts *Options, log wal.Log, info wal.TableInfo, res *Result) error {
-	first, err := synth.NextID(ctx, log, opts.LanceRoot, info)
+	first, err := producer.NextID(ctx, log, opts.LanceRoot, info)
 	if err != nil {
 		return err
 	}
 	prog := opts.Progress()
 	start := opts.Now()
 	total := int64(opts.Records)
-	bytes, err := synth.Produce(ctx, log, info, first, total, opts.BatchRows, func(done int64) {
+	bytes, err := producer.Produce(ctx, log, info, first, total, opts.BatchRows, func(done int64) {
 		prog.Update(progress.Status{Label: "producing", Done: done, Total: total})
 	})
 	prog.Done("")

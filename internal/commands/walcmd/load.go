@@ -12,7 +12,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/commands/render"
-	"github.com/walctl/walctl/internal/core/synth"
+	"github.com/walctl/walctl/internal/core/producer"
 )
 
 // LoadOptions of `walctl wal load`.
@@ -41,10 +41,10 @@ type LoadResult struct {
 	// FirstID and NextID bound the ids handed out: [FirstID, NextID).
 	// Producers lists, per producer, its own id range and the ids that
 	// were ACKed and those whose append's outcome is unknown.
-	FirstID   int64                  `json:"first_id"`
-	NextID    int64                  `json:"next_id"`
-	OK        bool                   `json:"ok"`
-	Producers []synth.ProducerResult `json:"producers"`
+	FirstID   int64                     `json:"first_id"`
+	NextID    int64                     `json:"next_id"`
+	OK        bool                      `json:"ok"`
+	Producers []producer.ProducerResult `json:"producers"`
 }
 
 // NewCmdLoad returns `wal load`.
@@ -96,7 +96,7 @@ once. Progress is shown on a terminal.`,
 	cmd.Flags().IntVar(&opts.Producers, "producers", 1, "concurrent producers")
 	cmd.Flags().Uint64Var(&opts.Seed, "seed", 1, "random seed of the generated values")
 	cmd.Flags().Int64Var(&opts.FirstID, "first-id", 1, `first value of the "id" field (give each run its own range: the last run's next_id)`)
-	cmd.Flags().Int64Var(&opts.IDSpan, "id-span", synth.DefaultIDSpan, "ids reserved for each producer")
+	cmd.Flags().Int64Var(&opts.IDSpan, "id-span", producer.DefaultIDSpan, "ids reserved for each producer")
 	cmd.Flags().IntVar(&opts.Retries, "retries", 3, "consecutive failed appends a producer survives (backoff 100ms, doubling)")
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	return cmd
@@ -115,11 +115,11 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 	}
 	prog := opts.Progress()
 	start := opts.Now()
-	prods, loadErr := synth.Load(lctx, log, synth.LoadConfig{
+	prods, loadErr := producer.Load(lctx, log, producer.LoadConfig{
 		Table: opts.Table, Info: info, Producers: opts.Producers, BatchRows: opts.BatchRows,
 		BytesPerSecond: opts.Rate * (1 << 20), MaxBytes: opts.Bytes, Seed: opts.Seed,
 		FirstID: opts.FirstID, IDSpan: opts.IDSpan, CallTimeout: opts.Timeout, Retries: opts.Retries,
-		Progress: func(s synth.LoadStatus) {
+		Progress: func(s producer.LoadStatus) {
 			prog.Update(progress.Status{Label: "loading " + opts.Table, Done: s.Bytes, Total: opts.Bytes, Bytes: true,
 				Extra: fmt.Sprintf("%s records", humanize.Comma(s.Rows))})
 		},
@@ -155,7 +155,7 @@ func loadTable(res LoadResult) *render.Table {
 	return t
 }
 
-func ranges(rs []synth.IDRange) string {
+func ranges(rs []producer.IDRange) string {
 	if len(rs) == 0 {
 		return "-"
 	}

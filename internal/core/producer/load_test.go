@@ -1,4 +1,4 @@
-package synth
+package producer
 
 import (
 	"context"

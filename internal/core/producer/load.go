@@ -1,4 +1,7 @@
-package synth
+// Package producer appends synthetic records (package synth) to the WAL:
+// the concurrent load of `walctl wal load` and the exact production of the
+// quick start.
+package producer
 
 import (
 	"context"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -165,7 +169,7 @@ func (l *loader) produce(ctx context.Context, p int) (ProducerResult, error) {
 	cfg := l.cfg
 	res := ProducerResult{Producer: p, FirstID: cfg.FirstID + int64(p)*cfg.IDSpan, Acked: []IDRange{}, Unknown: []IDRange{}}
 	res.NextID = res.FirstID
-	gen, err := New(cfg.Info.Schema, cfg.Seed+uint64(p))
+	gen, err := synth.New(cfg.Info.Schema, cfg.Seed+uint64(p))
 	if err != nil {
 		res.Error = err.Error()
 		return res, err

@@ -1,4 +1,4 @@
-package synth
+package producer
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -21,7 +22,7 @@ import (
 // wal.Log.Append); progress, when not nil, is called with the records
 // ACKed so far.
 func Produce(ctx context.Context, log wal.Log, info wal.TableInfo, firstID, records int64, batchRows int, progress func(done int64)) (bytes int64, err error) {
-	gen, err := New(info.Schema, uint64(firstID))
+	gen, err := synth.New(info.Schema, uint64(firstID))
 	if err != nil {
 		return 0, err
 	}
@@ -54,24 +55,24 @@ func Produce(ctx context.Context, log wal.Log, info wal.TableInfo, firstID, reco
 func NextID(ctx context.Context, log wal.Log, lanceRoot string, info wal.TableInfo) (int64, error) {
 	var top int64
 	see := func(b arrow.RecordBatch) error {
-		ids, ok := b.Column(b.Schema().FieldIndices(IDField)[0]).(*array.Int64)
+		ids, ok := b.Column(b.Schema().FieldIndices(synth.IDField)[0]).(*array.Int64)
 		if !ok {
-			return fmt.Errorf("table %s: column %s is not int64: %w", info.Name, IDField, errs.ErrInvalid)
+			return fmt.Errorf("table %s: column %s is not int64: %w", info.Name, synth.IDField, errs.ErrInvalid)
 		}
 		for i := 0; i < ids.Len(); i++ {
 			top = max(top, ids.Value(i))
 		}
 		return nil
 	}
-	if len(info.Schema.FieldIndices(IDField)) == 0 {
-		return 0, fmt.Errorf("table %s has no %s column: %w", info.Name, IDField, errs.ErrInvalid)
+	if len(info.Schema.FieldIndices(synth.IDField)) == 0 {
+		return 0, fmt.Errorf("table %s has no %s column: %w", info.Name, synth.IDField, errs.ErrInvalid)
 	}
 	w := publish.Watermarks{}
 	r, err := publish.OpenReader(lanceRoot, info.Name, publish.Selection{})
 	switch {
 	case err == nil:
 		w = r.State.Watermarks
-		if err := r.Scan(ctx, []string{IDField}, see); err != nil {
+		if err := r.Scan(ctx, []string{synth.IDField}, see); err != nil {
 			return 0, err
 		}
 	case !errors.Is(err, lance.ErrDatasetNotFound):
