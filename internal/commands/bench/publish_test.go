@@ -42,7 +42,9 @@ func TestBenchPublishFlags(t *testing.T) {
 func TestChildRunPublisherError(t *testing.T) {
 	down := errors.New("etcd down")
 	opts := &PublishOptions{ErrOut: io.Discard, Owner: func(string) coord.Owner { return coord.Owner{} },
-		Publisher: func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error) { return nil, down }}
+		Publisher: func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error) {
+			return nil, down
+		}}
 	if err := childRun(context.Background(), opts); !errors.Is(err, down) {
 		t.Fatalf("err = %v", err)
 	}

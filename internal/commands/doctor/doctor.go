@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
@@ -25,8 +26,9 @@ type Options struct {
 	WAL         func(context.Context) (wal.Log, error)
 	Print       func(any, func() *render.Table) error
 
-	// Etcd checks are made through the factory: embedded start-up, dial.
-	f *cmdutil.Factory
+	// EtcdEndpoints starts the embedded etcd when configured; Etcd dials.
+	EtcdEndpoints func(context.Context) ([]string, error)
+	Etcd          func(context.Context) (*clientv3.Client, error)
 }
 
 // Result is the JSON shape of `walctl doctor`.
@@ -37,7 +39,7 @@ type Result struct {
 
 // NewCmdDoctor returns `walctl doctor`.
 func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{CallContext: f.CallContext, WAL: f.WAL, Print: f.Print, f: f}
+	opts := &Options{CallContext: f.CallContext, WAL: f.WAL, Print: f.Print, EtcdEndpoints: f.EtcdEndpoints, Etcd: f.Etcd}
 	return &cobra.Command{
 		Use:   "doctor",
 		Short: "Check every configured dependency and print one row per check",
@@ -73,7 +75,7 @@ func doctorRun(ctx context.Context, opts *Options) error {
 		health.WritableDir("data-dir", g.DataDir),
 		health.WritableDir("lance-root", g.LanceRoot),
 	}
-	checks = append(checks, etcdChecks(ctx, opts.f)...)
+	checks = append(checks, etcdChecks(ctx, opts)...)
 	checks = append(checks, walChecks(ctx, opts)...)
 	checks = append(checks, walDamageChecks(ctx, opts)...)
 
@@ -95,8 +97,8 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	return health.Failed(checks)
 }
 
-func etcdChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
-	g := f.Global()
+func etcdChecks(ctx context.Context, opts *Options) []health.Check {
+	g := opts.Global
 	target := strings.Join(g.EtcdEndpoints, ",")
 	if g.Embedded {
 		target = "embedded (" + g.DataDir + "/etcd)"
@@ -105,17 +107,17 @@ func etcdChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
 		return []health.Check{{Name: "etcd", Target: target, Status: health.Fail, Detail: err.Error(), Err: err,
 			Hint: "check --etcd-endpoints, --data-dir and that no other process misuses the directory"}}
 	}
-	eps, err := f.EtcdEndpoints(ctx)
+	eps, err := opts.EtcdEndpoints(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	cli, err := f.Etcd(ctx)
+	cli, err := opts.Etcd(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	var out []health.Check
 	for _, ep := range eps {
-		cctx, cancel := f.CallContext(ctx)
+		cctx, cancel := opts.CallContext(ctx)
 		c := health.Etcd(cctx, cli, ep)
 		cancel()
 		if g.Embedded {
