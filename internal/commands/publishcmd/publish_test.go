@@ -62,7 +62,9 @@ func TestPipelineAndBudgetSettings(t *testing.T) {
 func TestPublishRunPublisherError(t *testing.T) {
 	down := errors.New("etcd down")
 	opts := &Options{Table: "t", deps: deps{Owner: func(string) coord.Owner { return coord.Owner{} },
-		Publisher: func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error) { return nil, down }}}
+		Publisher: func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error) {
+			return nil, down
+		}}}
 	if err := publishRun(context.Background(), opts); !errors.Is(err, down) {
 		t.Fatalf("err = %v", err)
 	}
