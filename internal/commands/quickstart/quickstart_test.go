@@ -9,6 +9,7 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -34,7 +35,8 @@ func TestQuickstartRunStopsOnWALError(t *testing.T) {
 	var say bytes.Buffer
 	down := errors.New("wal down")
 	opts := &Options{Table: "q", Shards: 1, Records: 1, BatchRows: 1, Say: &say,
-		WAL: func(context.Context) (wal.Log, error) { return nil, down }}
+		Coord: func(context.Context) (*coord.Client, error) { return nil, nil },
+		WAL:   func(context.Context) (wal.Log, error) { return nil, down }}
 	if err := quickstartRun(context.Background(), opts); !errors.Is(err, down) || strings.Contains(say.String(), "1/4") {
 		t.Fatalf("%v %q", err, say.String())
 	}
