@@ -2,7 +2,12 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/errs"
@@ -60,4 +65,41 @@ func ExitCode(err error, interrupted bool) int {
 		return ExitInterrupted
 	}
 	return ExitFailure
+}
+
+// jsonOutput reports whether this invocation asked for --output json. When
+// the configuration could not be loaded (the error being reported may be
+// that), the arguments and WALCTL_OUTPUT are looked at directly.
+func jsonOutput(f *cmdutil.Factory, args []string) bool {
+	if f.Config != nil {
+		return f.JSON()
+	}
+	out := os.Getenv("WALCTL_OUTPUT")
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(a, "--output="); ok {
+			out = v
+		} else if a == "--output" && i+1 < len(args) {
+			out = args[i+1]
+		}
+	}
+	return out == "json"
+}
+
+// JSONError is the shape of an error on stderr under --output json: code is
+// the exit code, message the error's text. Stdout stays data-only.
+type JSONError struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func printJSONError(w io.Writer, code int, err error) {
+	var e JSONError
+	e.Error.Code, e.Error.Message = code, err.Error()
+	b, _ := json.Marshal(e)
+	fmt.Fprintf(w, "%s\n", b)
 }

@@ -54,20 +54,29 @@ func Run(ctx context.Context, ios *cmdutil.IOStreams, args []string) int {
 	root.SetOut(ios.Out)
 	root.SetErr(ios.ErrOut)
 
-	cmd, err := root.ExecuteContextC(ctx)
+	cmd, err := unknownSubcommand(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	if err == nil {
 		return ExitOK
 	}
 	if strings.HasPrefix(err.Error(), "unknown command") {
 		err = cmdutil.FlagErrorWrap(err)
 	}
-	if _, silent := err.(*cmdutil.SilentError); !silent {
-		fmt.Fprintf(ios.ErrOut, "walctl: %s\n", err)
+	code := ExitCode(err, ctx.Err() != nil)
+	if _, silent := err.(*cmdutil.SilentError); silent {
+		return code
 	}
+	if jsonOutput(f, args) {
+		printJSONError(ios.ErrOut, code, err)
+		return code
+	}
+	fmt.Fprintf(ios.ErrOut, "walctl: %s\n", err)
 	if cmdutil.IsFlagError(err) {
 		fmt.Fprintf(ios.ErrOut, "\n%s", cmd.UsageString())
 	}
-	return ExitCode(err, ctx.Err() != nil)
+	return code
 }
 
 // NewRootCmd builds the command tree.
@@ -105,7 +114,8 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.DisableAutoGenTag = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.FlagErrorWrap(err) })
-	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitCodeHelp + "\n")
+	root.SetUsageTemplate(usageTemplate)
+	root.SetHelpTemplate(helpTemplate)
 	cmdutil.AddSettingFlags(root.PersistentFlags(),
 		cmdutil.KeyConfig, cmdutil.KeyEtcdEndpoints, cmdutil.KeyEtcdPrefix, cmdutil.KeyEmbedded,
 		cmdutil.KeyDataDir, cmdutil.KeyOutput, cmdutil.KeyLogLevel, cmdutil.KeyCommandTimeout,

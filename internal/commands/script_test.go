@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 //	etcd-start NAME   start a real embedded etcd, export its endpoint as $NAME
 //	wait-file PATH    wait (up to 60 s) until PATH exists
 //	exitcode N CMD…   run CMD (like exec) and require exit status N
+//	wait-entries T N  wait (up to 60 s) until table T's WAL holds at least N
+//	                  entries over all shards (a producer is running)
 //	wait-published T  wait (up to 60 s) until table T's WAL is fully published
 //	                  and trimmed (every shard trimmed through its last position)
 //	env-from-file NAME PATH   wait (up to 60 s) for PATH, export its trimmed
@@ -95,6 +97,23 @@ func TestScripts(t *testing.T) {
 					}
 					if time.Now().After(deadline) {
 						ts.Fatalf("wait-published %s: timed out", args[0])
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			},
+			"wait-entries": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: wait-entries TABLE N")
+				}
+				want, err := strconv.ParseUint(args[1], 10, 64)
+				ts.Check(err)
+				deadline := time.Now().Add(time.Minute)
+				for {
+					if ts.Exec("walctl", "wal", "stats", "--table", args[0], "--output", "json") == nil && entries(ts.ReadFile("stdout")) >= want {
+						return
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("wait-entries %s %d: timed out", args[0], want)
 					}
 					time.Sleep(100 * time.Millisecond)
 				}
@@ -223,4 +242,22 @@ func fullyTrimmed(statsJSON string) bool {
 		}
 	}
 	return true
+}
+
+// entries sums the last positions of every shard in `wal stats --output json`.
+func entries(statsJSON string) uint64 {
+	var stats []struct {
+		Shards []struct {
+			LastPosition uint64 `json:"last_position"`
+		} `json:"shards"`
+	}
+	var n uint64
+	if json.Unmarshal([]byte(statsJSON), &stats) == nil {
+		for _, st := range stats {
+			for _, s := range st.Shards {
+				n += s.LastPosition
+			}
+		}
+	}
+	return n
 }

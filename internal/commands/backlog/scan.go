@@ -14,12 +14,17 @@ import (
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/watermarks"
+	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // ScanOptions of `walctl backlog scan`.
 type ScanOptions struct {
-	F *cmdutil.Factory
+	WAL       func(context.Context) (wal.Log, error)
+	Coord     func(context.Context) (*coord.Client, error)
+	Print     func(any, func() *render.Table) error
+	Timeout   time.Duration
+	LanceRoot string
 }
 
 // NewCmdBacklog returns the `backlog` command group.
@@ -31,7 +36,7 @@ func NewCmdBacklog(f *cmdutil.Factory) *cobra.Command {
 
 // NewCmdScan returns `walctl backlog scan`.
 func NewCmdScan(f *cmdutil.Factory, runF func(context.Context, *ScanOptions) error) *cobra.Command {
-	opts := &ScanOptions{F: f}
+	opts := &ScanOptions{WAL: f.WAL, Coord: f.Coord, Print: f.Print}
 	cmd := &cobra.Command{
 		Use:   "scan",
 		Short: "Scan every table's unpublished sealed generations, bytes and oldest age, per shard",
@@ -54,6 +59,7 @@ table was printed.`,
 		Example: "  walctl backlog scan\n  walctl backlog scan --output json | jq '.[] | {table, pending_generations}'",
 		Args:    cmdutil.ExactArgs(0, "backlog scan takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Timeout, opts.LanceRoot = f.Timeout(), f.Global().LanceRoot
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -64,21 +70,20 @@ table was printed.`,
 }
 
 func scanRun(ctx context.Context, opts *ScanOptions) error {
-	f := opts.F
-	log, err := f.WAL(ctx)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
-	co, err := f.Coord(ctx)
+	co, err := opts.Coord(ctx)
 	if err != nil {
 		return err
 	}
-	store := catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()})
-	stats, scanErr := catchup.NewScanner(store, log, watermarks.FromLance(f.Config.Global.LanceRoot)).Scan(ctx)
+	store := catchup.NewStore(co, catchup.StoreOptions{CallTimeout: opts.Timeout})
+	stats, scanErr := catchup.NewScanner(store, log, watermarks.FromLance(opts.LanceRoot)).Scan(ctx)
 	if stats == nil {
 		stats = []catchup.TableStats{}
 	}
-	if err := f.Print(stats, func() *render.Table {
+	if err := opts.Print(stats, func() *render.Table {
 		t := render.NewTable("table", "shard", "watermark", "last", "pending gens", "pending bytes", "oldest age")
 		for _, st := range stats {
 			t.Add(st.Table, "all", "-", "-", fmt.Sprint(st.PendingGenerations), humanize.IBytes(uint64(st.PendingBytes)), age(st.OldestPendingAge))

@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -24,9 +25,16 @@ func NewCmdBench(f *cmdutil.Factory) *cobra.Command {
 	return cmd
 }
 
+// out is what the bench verbs copy from the factory.
+type out struct {
+	ErrOut  io.Writer
+	Print   func(any, func() *render.Table) error
+	DataDir string
+}
+
 // WALOptions of `walctl bench wal`.
 type WALOptions struct {
-	F         *cmdutil.Factory
+	out
 	Dir       string
 	Producers []int
 	Config    walbench.Config
@@ -34,7 +42,7 @@ type WALOptions struct {
 
 // NewCmdWAL returns `bench wal`.
 func NewCmdWAL(f *cmdutil.Factory, runF func(context.Context, *WALOptions) error) *cobra.Command {
-	opts := &WALOptions{F: f}
+	opts := &WALOptions{out: out{ErrOut: f.IOStreams.ErrOut, Print: f.Print}}
 	var entry, perRun, dd int
 	cmd := &cobra.Command{
 		Use:   "wal [--dir D] [--producers 1,4,16]",
@@ -50,6 +58,7 @@ none pays for the one before. Scratch files are removed.`,
 		Args:    cmdutil.ExactArgs(0, "bench wal takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Config = walbench.Config{Dir: opts.Dir, Producers: opts.Producers, EntryBytes: entry, BytesPerRun: int64(perRun) << 20, DDMiB: dd}
+			opts.DataDir = f.Global().DataDir
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -65,20 +74,19 @@ none pays for the one before. Scratch files are removed.`,
 }
 
 func walRun(ctx context.Context, opts *WALOptions) error {
-	f := opts.F
 	if opts.Config.Dir == "" {
-		opts.Config.Dir = f.Global().DataDir + "/bench"
+		opts.Config.Dir = opts.DataDir + "/bench"
 	}
 	if err := os.MkdirAll(opts.Config.Dir, 0o755); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "measuring the disk under %s and the WAL with %v producers…\n", opts.Config.Dir, opts.Config.Producers)
+	fmt.Fprintf(opts.ErrOut, "measuring the disk under %s and the WAL with %v producers…\n", opts.Config.Dir, opts.Config.Producers)
 	res, err := walbench.Run(ctx, opts.Config)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "dd conv=fdatasync: %s MiB/s (before, between and after the runs)\n", ddList(res.DDs))
-	return f.Print(res, func() *render.Table {
+	fmt.Fprintf(opts.ErrOut, "dd conv=fdatasync: %s MiB/s (before, between and after the runs)\n", ddList(res.DDs))
+	return opts.Print(res, func() *render.Table {
 		t := render.NewTable("producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "ratio to dd")
 		for _, r := range res.Runs {
 			t.Add(fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.Ratio))

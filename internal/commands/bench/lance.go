@@ -16,7 +16,7 @@ import (
 
 // LanceOptions of `walctl bench lance`.
 type LanceOptions struct {
-	F         *cmdutil.Factory
+	out
 	Dir       string
 	OracleDir string
 	Config    lancebench.Config
@@ -24,7 +24,7 @@ type LanceOptions struct {
 
 // NewCmdLance returns `bench lance`.
 func NewCmdLance(f *cmdutil.Factory, runF func(context.Context, *LanceOptions) error) *cobra.Command {
-	opts := &LanceOptions{F: f, Config: lancebench.DefaultConfig}
+	opts := &LanceOptions{out: out{ErrOut: f.IOStreams.ErrOut, Print: f.Print}, Config: lancebench.DefaultConfig}
 	cmd := &cobra.Command{
 		Use:   "lance [--adds N] [--batches-per-add N] [--rows-per-batch N]",
 		Short: "Write throughput of walctl's Lance writer (2.0 and 2.1) against the official LanceDB writer",
@@ -39,6 +39,7 @@ Node.js and the pinned official package (make oracle).`,
 			if opts.Config.Adds < 1 || opts.Config.BatchesPerAdd < 1 || opts.Config.RowsPerBatch < 1 {
 				return cmdutil.FlagErrorf("--adds, --batches-per-add and --rows-per-batch must be at least 1")
 			}
+			opts.DataDir = f.Global().DataDir
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -54,7 +55,6 @@ Node.js and the pinned official package (make oracle).`,
 }
 
 func lanceRun(ctx context.Context, opts *LanceOptions) error {
-	f := opts.F
 	o := &oracle.Oracle{Dir: opts.OracleDir}
 	if opts.OracleDir == "" {
 		var err error
@@ -64,7 +64,7 @@ func lanceRun(ctx context.Context, opts *LanceOptions) error {
 	}
 	dir := opts.Dir
 	if dir == "" {
-		dir = filepath.Join(f.Global().DataDir, "bench")
+		dir = filepath.Join(opts.DataDir, "bench")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -74,13 +74,13 @@ func lanceRun(ctx context.Context, opts *LanceOptions) error {
 		return err
 	}
 	defer os.RemoveAll(scratch)
-	fmt.Fprintf(f.IOStreams.ErrOut, "writing %d × %d × %d rows with walctl (2.0, 2.1) and the official writer under %s…\n",
+	fmt.Fprintf(opts.ErrOut, "writing %d × %d × %d rows with walctl (2.0, 2.1) and the official writer under %s…\n",
 		opts.Config.Adds, opts.Config.BatchesPerAdd, opts.Config.RowsPerBatch, scratch)
 	res, err := lancebench.Run(ctx, o, scratch, opts.Config)
 	if err != nil {
 		return err
 	}
-	return f.Print(res, func() *render.Table {
+	return opts.Print(res, func() *render.Table {
 		t := render.NewTable("writer", "MiB/s", "seconds", "bytes on disk", "speed ratio", "size ratio")
 		t.Add("walctl 2.0", fmt.Sprintf("%.1f", res.Walctl.MiBPerSec), fmt.Sprintf("%.2f", res.Walctl.Seconds), fmt.Sprint(res.Walctl.DataBytes), fmt.Sprintf("%.2f", res.SpeedRatio), fmt.Sprintf("%.3f", res.FileSizeRatio))
 		t.Add("walctl 2.1", fmt.Sprintf("%.1f", res.Walctl21.MiBPerSec), fmt.Sprintf("%.2f", res.Walctl21.Seconds), fmt.Sprint(res.Walctl21.DataBytes), fmt.Sprintf("%.2f", res.SpeedRatio21), fmt.Sprintf("%.3f", res.FileSizeRatio21))

@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"context"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/publish"
 )
 
 func parsePublish(t *testing.T, args []string) (*PublishOptions, error) {
@@ -31,5 +35,17 @@ func TestBenchPublishFlags(t *testing.T) {
 	}
 	if _, err := parsePublish(t, []string{"--size", "lots"}); err == nil || (!errors.Is(err, errs.ErrInvalid) && !cmdutil.IsFlagError(err)) {
 		t.Fatalf("--size lots: %v", err)
+	}
+}
+
+// The measured child stops at the first dependency that fails.
+func TestChildRunPublisherError(t *testing.T) {
+	down := errors.New("etcd down")
+	opts := &PublishOptions{ErrOut: io.Discard, Owner: func(string) coord.Owner { return coord.Owner{} },
+		Publisher: func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error) {
+			return nil, down
+		}}
+	if err := childRun(context.Background(), opts); !errors.Is(err, down) {
+		t.Fatalf("err = %v", err)
 	}
 }

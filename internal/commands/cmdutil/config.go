@@ -38,6 +38,8 @@ type Config struct {
 	// resolved holds values computed from others (the data dir's default,
 	// the lance root under it, embedded when no endpoints are set).
 	resolved map[string]any
+	// values holds every setting parsed with its type (resolve).
+	values map[string]any
 
 	Global Global
 }
@@ -78,7 +80,8 @@ func AddSettingFlags(fs *pflag.FlagSet, keys ...string) {
 		case int:
 			fs.Int(name, d, usage)
 		case int64:
-			fs.Int64(name, d, usage)
+			v := d
+			fs.Var(&ByteSize{V: &v}, name, usage)
 		case float64:
 			fs.Float64(name, d, usage)
 		case time.Duration:
@@ -121,6 +124,9 @@ func LoadConfig(cmd *cobra.Command) (*Config, error) {
 			}
 			c.path = path
 		}
+	}
+	if err := c.resolve(); err != nil {
+		return nil, err
 	}
 	if err := c.typed(); err != nil {
 		return nil, err
@@ -172,15 +178,15 @@ func (c *Config) typed() error {
 	g := Global{
 		ConfigFile:     c.path,
 		EtcdEndpoints:  c.StringSlice(KeyEtcdEndpoints),
-		EtcdPrefix:     c.v.GetString(KeyEtcdPrefix),
-		Embedded:       c.v.GetBool(KeyEmbedded),
-		DataDir:        c.v.GetString(KeyDataDir),
-		Output:         c.v.GetString(KeyOutput),
-		LogLevel:       c.v.GetString(KeyLogLevel),
-		CommandTimeout: c.v.GetDuration(KeyCommandTimeout),
-		WAL:            c.v.GetString(KeyWAL),
-		WALToken:       c.v.GetString(KeyWALToken),
-		LanceRoot:      c.v.GetString(KeyLanceRoot),
+		EtcdPrefix:     c.String(KeyEtcdPrefix),
+		Embedded:       c.Bool(KeyEmbedded),
+		DataDir:        c.String(KeyDataDir),
+		Output:         c.String(KeyOutput),
+		LogLevel:       c.String(KeyLogLevel),
+		CommandTimeout: c.Duration(KeyCommandTimeout),
+		WAL:            c.String(KeyWAL),
+		WALToken:       c.String(KeyWALToken),
+		LanceRoot:      c.String(KeyLanceRoot),
 	}
 	switch g.Output {
 	case "table", "json":
@@ -220,48 +226,34 @@ func (c *Config) typed() error {
 // StringSlice returns a list setting; commas separate items in the
 // environment and in single flag values alike.
 func (c *Config) StringSlice(key string) []string {
-	var out []string
-	for _, item := range c.v.GetStringSlice(key) {
-		for _, part := range strings.Split(item, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				out = append(out, part)
-			}
-		}
-	}
-	return out
+	l, _ := c.values[key].([]string)
+	return l
 }
 
-// String, Bool, Int, Int64, Float64 and Duration return a setting's value.
-func (c *Config) String(key string) string          { return c.v.GetString(key) }
-func (c *Config) Bool(key string) bool              { return c.v.GetBool(key) }
-func (c *Config) Int(key string) int                { return c.v.GetInt(key) }
-func (c *Config) Int64(key string) int64            { return c.v.GetInt64(key) }
-func (c *Config) Float64(key string) float64        { return c.v.GetFloat64(key) }
-func (c *Config) Duration(key string) time.Duration { return c.v.GetDuration(key) }
+// String, Bool, Int, Int64, Float64 and Duration return a setting's value,
+// parsed with its type when the configuration was loaded. Asking for a
+// setting with the wrong type (a programming error) panics.
+func (c *Config) String(key string) string          { return get[string](c, key) }
+func (c *Config) Bool(key string) bool              { return get[bool](c, key) }
+func (c *Config) Int(key string) int                { return get[int](c, key) }
+func (c *Config) Int64(key string) int64            { return get[int64](c, key) }
+func (c *Config) Float64(key string) float64        { return get[float64](c, key) }
+func (c *Config) Duration(key string) time.Duration { return get[time.Duration](c, key) }
+
+func get[T any](c *Config, key string) T {
+	v, ok := c.values[key]
+	if !ok {
+		panic(fmt.Sprintf("setting %q is not registered", key))
+	}
+	return v.(T)
+}
 
 // Value returns a setting's effective value in its native type.
 func (c *Config) Value(key string) any {
 	if v, ok := c.resolved[key]; ok {
 		return v
 	}
-	s, _ := LookupSetting(key)
-	switch s.Default.(type) {
-	case string:
-		return c.v.GetString(key)
-	case bool:
-		return c.v.GetBool(key)
-	case int:
-		return c.v.GetInt(key)
-	case int64:
-		return c.v.GetInt64(key)
-	case float64:
-		return c.v.GetFloat64(key)
-	case time.Duration:
-		return c.v.GetDuration(key)
-	case []string:
-		return c.StringSlice(key)
-	}
-	return c.v.Get(key)
+	return c.values[key]
 }
 
 // Source tells where a setting's effective value came from.

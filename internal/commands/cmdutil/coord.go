@@ -10,27 +10,6 @@ import (
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
-// Publication settings shared by worker run, prepare, publish and catch-up.
-const (
-	KeyClaimTTL           = "claim-ttl"
-	KeyPlanMaxBytes       = "publication.max_bytes"
-	KeyPlanMaxGenerations = "publication.max_generations"
-	KeyFileBytes          = "publication.file_bytes"
-	KeyMemoryBudget       = "worker.memory_budget"
-	KeyPipeline           = "worker.publication.pipeline_preparation"
-)
-
-func init() {
-	Register(
-		Setting{Key: KeyClaimTTL, Default: coord.DefaultClaimTTL, Usage: "lease TTL of a table claim; a holder whose keep-alive is older stops acting"},
-		Setting{Key: KeyPlanMaxBytes, Default: int64(publish.DefaultMaxPlanBytes), Usage: "WAL bytes one publication may cover"},
-		Setting{Key: KeyPlanMaxGenerations, Default: publish.DefaultMaxPlanGenerations, Usage: "sealed generations one publication may cover"},
-		Setting{Key: KeyFileBytes, Default: int64(publish.DefaultFileBytes), Usage: "target size of one Lance data file"},
-		Setting{Key: KeyMemoryBudget, Default: int64(1 << 30), Usage: "memory budget in bytes shared by all tables of a process (fetched entries and encoder workspace)"},
-		Setting{Key: KeyPipeline, Default: false, Usage: "experimental: stream decoded WAL entries into several Lance file writers of a plan at once instead of fetching each file whole first"},
-	)
-}
-
 // Coord returns the etcd coordination client (connected once).
 func (f *Factory) Coord(ctx context.Context) (*coord.Client, error) {
 	cli, err := f.Etcd(ctx)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 )
 
 // Setting is one configuration value walctl understands. Every setting can be
@@ -24,21 +23,6 @@ type Setting struct {
 func (s Setting) Env() string {
 	return "WALCTL_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(s.Key))
 }
-
-// Global settings, bound to persistent flags on the root command.
-const (
-	KeyConfig         = "config"
-	KeyEtcdEndpoints  = "etcd-endpoints"
-	KeyEtcdPrefix     = "etcd-prefix"
-	KeyEmbedded       = "embedded"
-	KeyDataDir        = "data-dir"
-	KeyOutput         = "output"
-	KeyLogLevel       = "log-level"
-	KeyCommandTimeout = "command-timeout"
-	KeyWAL            = "wal"
-	KeyWALToken       = "wal-token"
-	KeyLanceRoot      = "lance-root"
-)
 
 var registry = map[string]Setting{}
 
@@ -68,20 +52,4 @@ func Settings() []Setting {
 func LookupSetting(key string) (Setting, bool) {
 	s, ok := registry[key]
 	return s, ok
-}
-
-func init() {
-	Register(
-		Setting{Key: KeyConfig, Flag: KeyConfig, Default: "", Usage: "config file (YAML; default $XDG_CONFIG_HOME/walctl/config.yaml when present)"},
-		Setting{Key: KeyEtcdEndpoints, Flag: KeyEtcdEndpoints, Default: []string{}, Usage: "etcd endpoints, comma separated (none: the embedded etcd under the data dir)"},
-		Setting{Key: KeyEtcdPrefix, Flag: KeyEtcdPrefix, Default: "/walctl/v1", Usage: "key prefix of walctl's records in etcd"},
-		Setting{Key: KeyEmbedded, Flag: KeyEmbedded, Default: false, Usage: "use an in-process etcd on loopback under <data-dir>/etcd, even when endpoints are configured"},
-		Setting{Key: KeyDataDir, Flag: KeyDataDir, Default: "", Usage: "directory for the local WAL, embedded etcd and tables (default $XDG_DATA_HOME/walctl or ~/.local/share/walctl)"},
-		Setting{Key: KeyOutput, Flag: KeyOutput, Default: "table", Usage: "output format: table|json"},
-		Setting{Key: KeyLogLevel, Flag: KeyLogLevel, Default: "info", Usage: "log level: debug|info|warn|error"},
-		Setting{Key: KeyCommandTimeout, Flag: KeyCommandTimeout, Default: 30 * time.Second, Usage: "deadline for each call to a dependency (etcd, WAL, Kubernetes)"},
-		Setting{Key: KeyWAL, Flag: KeyWAL, Default: "", Usage: "WAL server address host:port (none: the in-process WAL under <data-dir>/wal)"},
-		Setting{Key: KeyWALToken, Flag: "", Secret: true, Default: "", Usage: "bearer token for the WAL server (env WALCTL_WAL_TOKEN or config file)"},
-		Setting{Key: KeyLanceRoot, Flag: KeyLanceRoot, Default: "", Usage: "directory of Lance tables (default <data-dir>/tables)"},
-	)
 }

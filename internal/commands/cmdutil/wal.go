@@ -15,30 +15,10 @@ import (
 	"github.com/walctl/walctl/internal/core/walflight"
 )
 
-// WAL settings. They are flat keys (not "wal.…") because "wal" itself is the
-// server address.
-const (
-	KeyWALMaxGenerationBytes = "wal-generation-bytes"
-	KeyWALMaxGenerationAge   = "wal-generation-age"
-	KeyWALTLS                = "wal-tls"
-	KeyWALCAFile             = "wal-ca-file"
-	KeyWALConns              = "wal-conns"
-)
-
 // WALEndpointFile names the file in a WAL directory in which the process
 // holding it (`walctl wal serve`) publishes its address, so that a later
 // command on the same data dir talks to it instead of being refused.
 const WALEndpointFile = "ENDPOINT"
-
-func init() {
-	Register(
-		Setting{Key: KeyWALMaxGenerationBytes, Default: int64(wal.DefaultMaxGenerationBytes), Usage: "seal a WAL generation at this size in bytes"},
-		Setting{Key: KeyWALMaxGenerationAge, Default: wal.DefaultMaxGenerationAge, Usage: "seal a WAL generation this long after it opened"},
-		Setting{Key: KeyWALTLS, Default: false, Usage: "use TLS to reach the WAL server"},
-		Setting{Key: KeyWALCAFile, Default: "", Usage: "PEM bundle verifying the WAL server's certificate"},
-		Setting{Key: KeyWALConns, Default: 4, Usage: "connections in the WAL client pool"},
-	)
-}
 
 // WALDir is the directory of the in-process WAL engine.
 func (f *Factory) WALDir() string { return filepath.Join(f.Config.Global.DataDir, "wal") }

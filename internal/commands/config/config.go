@@ -24,7 +24,8 @@ func NewCmdConfig(f *cmdutil.Factory) *cobra.Command {
 
 // ShowOptions of `walctl config show`.
 type ShowOptions struct {
-	F *cmdutil.Factory
+	Config *cmdutil.Config
+	Print  func(any, func() *render.Table) error
 }
 
 // Entry is one setting in the output of `config show`.
@@ -43,7 +44,7 @@ type ShowResult struct {
 
 // NewCmdShow returns `config show`.
 func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *ShowOptions) error) *cobra.Command {
-	opts := &ShowOptions{F: f}
+	opts := &ShowOptions{Print: f.Print}
 	return &cobra.Command{
 		Use:   "show",
 		Short: "Show the effective configuration and where each value comes from",
@@ -54,6 +55,7 @@ default. Precedence is flag > env > file > default.`,
   WALCTL_ETCD_PREFIX=/prod walctl config show --output json | jq '.settings[] | select(.source != "default")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Config = f.Config
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -63,7 +65,7 @@ default. Precedence is flag > env > file > default.`,
 }
 
 func showRun(_ context.Context, opts *ShowOptions) error {
-	cfg := opts.F.Config
+	cfg := opts.Config
 	res := ShowResult{ConfigFile: cfg.File(), Settings: []Entry{}}
 	for _, s := range cmdutil.Settings() {
 		v := cfg.Value(s.Key)
@@ -75,7 +77,7 @@ func showRun(_ context.Context, opts *ShowOptions) error {
 		}
 		res.Settings = append(res.Settings, Entry{Key: s.Key, Value: v, Source: cfg.Source(s.Key), Env: s.Env()})
 	}
-	return opts.F.Print(res, func() *render.Table {
+	return opts.Print(res, func() *render.Table {
 		t := render.NewTable("key", "value", "source", "env")
 		for _, e := range res.Settings {
 			t.Add(e.Key, format(e.Value), e.Source, e.Env)

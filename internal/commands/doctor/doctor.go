@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
@@ -15,9 +16,19 @@ import (
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
-// Options of `walctl doctor`.
+// Options of `walctl doctor`: the configuration it checks and the lazy
+// dependencies.
 type Options struct {
-	F *cmdutil.Factory
+	Global      cmdutil.Global
+	WALTarget   string
+	LanceRoot   string
+	CallContext func(context.Context) (context.Context, context.CancelFunc)
+	WAL         func(context.Context) (wal.Log, error)
+	Print       func(any, func() *render.Table) error
+
+	// EtcdEndpoints starts the embedded etcd when configured; Etcd dials.
+	EtcdEndpoints func(context.Context) ([]string, error)
+	Etcd          func(context.Context) (*clientv3.Client, error)
 }
 
 // Result is the JSON shape of `walctl doctor`.
@@ -28,20 +39,28 @@ type Result struct {
 
 // NewCmdDoctor returns `walctl doctor`.
 func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{CallContext: f.CallContext, WAL: f.WAL, Print: f.Print, EtcdEndpoints: f.EtcdEndpoints, Etcd: f.Etcd}
 	return &cobra.Command{
 		Use:   "doctor",
 		Short: "Check every configured dependency and print one row per check",
 		Long: `Check each dependency walctl is configured to use — every etcd endpoint (version
-and leader), the data directory and the Lance root (writable) — and print one row
-per check with its status, latency and, for a failure, a hint. Each check is
-bounded by --command-timeout. Exits non-zero when any check fails, with the code
-of the first failure (5 for an unreachable dependency).`,
+and leader), the data directory and the Lance root (writable), the WAL (the
+server named by --wal or the in-process one: it must answer within
+--command-timeout) — and, per table, that the published watermark is not behind
+the WAL's trimmed point. Print one row per check with its status, latency and,
+for a failure, a hint. Exits non-zero when any check fails, with the code of
+the first failure (5 for an unreachable dependency, 6 for a table whose WAL was
+trimmed beyond what it published).`,
 		Example: `  walctl doctor
   walctl --embedded doctor
   WALCTL_ETCD_ENDPOINTS=10.0.0.5:2379 walctl doctor --command-timeout 3s --output json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			g := f.Global()
+			opts.Global, opts.LanceRoot, opts.WALTarget = g, g.LanceRoot, g.WAL
+			if opts.WALTarget == "" {
+				opts.WALTarget = "in-process (" + f.WALDir() + ")"
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -51,17 +70,17 @@ of the first failure (5 for an unreachable dependency).`,
 }
 
 func doctorRun(ctx context.Context, opts *Options) error {
-	f := opts.F
-	g := f.Global()
+	g := opts.Global
 	checks := []health.Check{
 		health.WritableDir("data-dir", g.DataDir),
 		health.WritableDir("lance-root", g.LanceRoot),
 	}
-	checks = append(checks, etcdChecks(ctx, f)...)
-	checks = append(checks, walDamageChecks(ctx, f)...)
+	checks = append(checks, etcdChecks(ctx, opts)...)
+	checks = append(checks, walChecks(ctx, opts)...)
+	checks = append(checks, walDamageChecks(ctx, opts)...)
 
 	res := Result{OK: health.Failed(checks) == nil, Checks: checks}
-	if err := f.Print(res, func() *render.Table {
+	if err := opts.Print(res, func() *render.Table {
 		t := render.NewTable("check", "target", "status", "latency", "detail")
 		t.Status = 2
 		for _, c := range checks {
@@ -78,8 +97,8 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	return health.Failed(checks)
 }
 
-func etcdChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
-	g := f.Global()
+func etcdChecks(ctx context.Context, opts *Options) []health.Check {
+	g := opts.Global
 	target := strings.Join(g.EtcdEndpoints, ",")
 	if g.Embedded {
 		target = "embedded (" + g.DataDir + "/etcd)"
@@ -88,17 +107,17 @@ func etcdChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
 		return []health.Check{{Name: "etcd", Target: target, Status: health.Fail, Detail: err.Error(), Err: err,
 			Hint: "check --etcd-endpoints, --data-dir and that no other process misuses the directory"}}
 	}
-	eps, err := f.EtcdEndpoints(ctx)
+	eps, err := opts.EtcdEndpoints(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	cli, err := f.Etcd(ctx)
+	cli, err := opts.Etcd(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	var out []health.Check
 	for _, ep := range eps {
-		cctx, cancel := f.CallContext(ctx)
+		cctx, cancel := opts.CallContext(ctx)
 		c := health.Etcd(cctx, cli, ep)
 		cancel()
 		if g.Embedded {
@@ -112,9 +131,9 @@ func etcdChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
 // walDamageChecks lists the WAL's damaged and quarantined generations, one
 // failing row each (exit 6), or one ok row when there are none. A WAL that
 // cannot be reached is left to the WAL check.
-func walDamageChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
+func walDamageChecks(ctx context.Context, opts *Options) []health.Check {
 	start := time.Now()
-	log, err := f.WAL(ctx)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return nil
 	}
@@ -122,7 +141,7 @@ func walDamageChecks(ctx context.Context, f *cmdutil.Factory) []health.Check {
 	if eng, ok := log.(interface{ Damage() []wal.DamageReport }); ok {
 		reports = eng.Damage()
 	} else {
-		cctx, cancel := f.CallContext(ctx)
+		cctx, cancel := opts.CallContext(ctx)
 		defer cancel()
 		tables, err := log.Tables(cctx)
 		if err != nil {

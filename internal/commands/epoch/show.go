@@ -13,6 +13,7 @@ import (
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // NewCmdEpoch returns the `epoch` command group.
@@ -27,8 +28,17 @@ func NewCmdEpoch(f *cmdutil.Factory) *cobra.Command {
 
 // ShowOptions of `walctl epoch show`.
 type ShowOptions struct {
-	F     *cmdutil.Factory
-	Table string
+	WAL         func(context.Context) (wal.Log, error)
+	Claims      func(context.Context) (Claims, error)
+	CallContext func(context.Context) (context.Context, context.CancelFunc)
+	Print       func(any, func() *render.Table) error
+	LanceRoot   string
+	Table       string
+}
+
+// Claims is what epoch show reads of the coordination client.
+type Claims interface {
+	Get(ctx context.Context, table string) (coord.ClaimInfo, error)
 }
 
 // Row is one table in the output of `epoch show`. ClaimEpoch and
@@ -46,9 +56,10 @@ type Row struct {
 
 // NewCmdShow returns `epoch show`.
 func NewCmdShow(f *cmdutil.Factory, runF func(context.Context, *ShowOptions) error) *cobra.Command {
-	opts := &ShowOptions{F: f}
+	opts := &ShowOptions{WAL: f.WAL, CallContext: f.CallContext, Print: f.Print,
+		Claims: func(ctx context.Context) (Claims, error) { return f.Coord(ctx) }}
 	cmd := &cobra.Command{
-		Use:   "show [TABLE]",
+		Use:   "show [--table T]",
 		Short: "Compare the WAL publisher epoch, the claim's epoch and the table's fence, per table",
 		Long: `For one table (or every table) show the three places an epoch lives and a
 verdict: the publisher epoch held durably in the WAL (advanced by CAS when a
@@ -56,46 +67,53 @@ publisher takes over), the epoch recorded in the current claim in etcd, and the
 epoch of the last fence in the table's latest Lance version. Every commit is
 checked against the table's own fence, so a holder behind the WAL epoch can no
 longer publish.`,
-		Example: "  walctl epoch show\n  walctl epoch show orders --output json",
-		Args:    cmdutil.MaxArgs(1, "epoch show takes at most one table"),
+		Example: "  walctl epoch show\n  walctl epoch show --table orders --output json",
+		Args:    cmdutil.TableArgs("epoch show", &opts.Table, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				if opts.Table != "" && opts.Table != args[0] {
-					return cmdutil.FlagErrorf("give the table once, as an argument or with --table")
-				}
-				opts.Table = args[0]
-			}
+			opts.LanceRoot = f.Global().LanceRoot
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return showRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Table, "table", "", "table name (or give it as the argument)")
+	cmdutil.TableFlag(cmd, &opts.Table, "only this table")
 	return cmd
 }
 
 func showRun(ctx context.Context, opts *ShowOptions) error {
-	f := opts.F
-	log, names, err := f.TableNames(ctx, opts.Table)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
+	names := []string{opts.Table}
+	if opts.Table == "" {
+		cctx, cancel := opts.CallContext(ctx)
+		infos, err := log.Tables(cctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		names = names[:0]
+		for _, i := range infos {
+			names = append(names, i.Name)
+		}
+	}
 	rows := []Row{}
 	for _, n := range names {
-		cctx, cancel := f.CallContext(ctx)
+		cctx, cancel := opts.CallContext(ctx)
 		e, err := log.Epoch(cctx, n)
 		cancel()
 		if err != nil {
 			return err
 		}
 		row := Row{Table: n, WALEpoch: e}
-		if err := fill(ctx, f, &row); err != nil {
+		if err := fill(ctx, opts, &row); err != nil {
 			return err
 		}
 		rows = append(rows, row)
 	}
-	return f.Print(rows, func() *render.Table {
+	return opts.Print(rows, func() *render.Table {
 		t := render.NewTable("table", "wal epoch", "claim epoch", "fence epoch", "version", "ok", "verdict")
 		t.Status = 5
 		for _, r := range rows {
@@ -109,8 +127,8 @@ func showRun(ctx context.Context, opts *ShowOptions) error {
 	})
 }
 
-func fill(ctx context.Context, f *cmdutil.Factory, r *Row) error {
-	co, err := f.Coord(ctx)
+func fill(ctx context.Context, opts *ShowOptions, r *Row) error {
+	co, err := opts.Claims(ctx)
 	if err != nil {
 		return err
 	}
@@ -121,7 +139,7 @@ func fill(ctx context.Context, f *cmdutil.Factory, r *Row) error {
 	case !errors.Is(err, coord.ErrNoClaim):
 		return err
 	}
-	rd, err := publish.OpenReader(f.Global().LanceRoot, r.Table, publish.Selection{})
+	rd, err := publish.OpenReader(opts.LanceRoot, r.Table, publish.Selection{})
 	switch {
 	case err == nil:
 		r.FenceEpoch, r.Version = &rd.State.Epoch, rd.Manifest.Version

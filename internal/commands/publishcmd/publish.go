@@ -5,6 +5,7 @@ package publishcmd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -19,7 +20,7 @@ import (
 
 // Options of `walctl prepare` and `walctl publish`.
 type Options struct {
-	F       *cmdutil.Factory
+	deps
 	Table   string
 	All     bool
 	Prepare bool // stop before the commit
@@ -31,7 +32,7 @@ catch-up), or when a newer publisher fences this one out.`
 
 // NewCmdPrepare returns `walctl prepare`.
 func NewCmdPrepare(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f, Prepare: true}
+	opts := &Options{deps: newDeps(f), Prepare: true}
 	cmd := &cobra.Command{
 		Use:   "prepare --table T",
 		Short: "Claim, fence, pin (or adopt) a plan and prepare its files; no commit",
@@ -40,18 +41,18 @@ plan (or plan from the sealed WAL generations above the watermarks and pin it),
 and prepare its Lance data files — or reuse a prepared result that still
 verifies. Nothing is committed: a later 'walctl publish', worker or catch-up
 adopts the pinned plan and reuses the prepared files exactly.` + exitHelp,
-		Example: "  walctl prepare --table orders\n  walctl prepare --table orders --output json | jq -r .files[]",
+		Example: "  walctl prepare --table orders\n  walctl prepare --table orders --output json | jq -r '.rounds[].files[]'",
 		Args:    cmdutil.ExactArgs(0, "prepare takes no arguments (use --table)"),
-		RunE:    run(opts, runF),
+		RunE:    run(f, opts, runF),
 	}
 	cmd.Flags().StringVar(&opts.Table, "table", "", "table name")
-	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.KeyPipeline, cmdutil.KeyMemoryBudget)
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.PublicationKeys...)
 	return cmd
 }
 
 // NewCmdPublish returns `walctl publish`.
 func NewCmdPublish(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{deps: newDeps(f)}
 	cmd := &cobra.Command{
 		Use:   "publish --table T [--all]",
 		Short: "Claim, fence, adopt the pinned plan (preparing it if needed) and commit",
@@ -62,24 +63,39 @@ durable watermarks and release the claim. With --all, publish until nothing
 sealed is left.` + exitHelp,
 		Example: "  walctl publish --table orders\n  walctl wal seal --table orders && walctl publish --table orders --all",
 		Args:    cmdutil.ExactArgs(0, "publish takes no arguments (use --table)"),
-		RunE:    run(opts, runF),
+		RunE:    run(f, opts, runF),
 	}
 	cmd.Flags().StringVar(&opts.Table, "table", "", "table name")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "publish round after round until nothing sealed is pending")
-	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.KeyPipeline, cmdutil.KeyMemoryBudget)
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.PublicationKeys...)
 	return cmd
 }
 
-func run(opts *Options, runF func(context.Context, *Options) error) func(*cobra.Command, []string) error {
+func run(f *cmdutil.Factory, opts *Options, runF func(context.Context, *Options) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if opts.Table == "" {
 			return cmdutil.FlagErrorf("--table is required")
 		}
+		opts.Logger = f.Logger
 		if runF != nil {
 			return runF(cmd.Context(), opts)
 		}
 		return publishRun(cmd.Context(), opts)
 	}
+}
+
+// deps are the lazy dependencies prepare and publish copy from the factory.
+type deps struct {
+	Publisher   func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error)
+	Owner       func(kind string) coord.Owner
+	CallContext func(context.Context) (context.Context, context.CancelFunc)
+	Print       func(any, func() *render.Table) error
+	Progress    func() *progress.Reporter
+	Logger      *slog.Logger
+}
+
+func newDeps(f *cmdutil.Factory) deps {
+	return deps{Publisher: f.Publisher, Owner: f.Owner, CallContext: f.CallContext, Print: f.Print, Progress: f.Progress}
 }
 
 // Summary is the JSON shape of prepare and publish.
@@ -90,7 +106,7 @@ type Summary struct {
 }
 
 func publishRun(ctx context.Context, opts *Options) (err error) {
-	f := opts.F
+	f := opts.deps
 	pub, err := f.Publisher(ctx, f.Owner(coord.OwnerCLI))
 	if err != nil {
 		return err

@@ -2,12 +2,15 @@ package publishcmd
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/publish"
 )
 
 // parse runs the command built by newCmd with args through the real
@@ -52,5 +55,17 @@ func TestPipelineAndBudgetSettings(t *testing.T) {
 					f.Config.Bool(cmdutil.KeyPipeline), f.Config.Int64(cmdutil.KeyMemoryBudget), tc.pipeline, tc.budget)
 			}
 		})
+	}
+}
+
+// publishRun stops at the first dependency that fails, holding nothing.
+func TestPublishRunPublisherError(t *testing.T) {
+	down := errors.New("etcd down")
+	opts := &Options{Table: "t", deps: deps{Owner: func(string) coord.Owner { return coord.Owner{} },
+		Publisher: func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error) {
+			return nil, down
+		}}}
+	if err := publishRun(context.Background(), opts); !errors.Is(err, down) {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -12,7 +12,8 @@ import (
 
 // CreateOptions of `walctl table create`.
 type CreateOptions struct {
-	F          *cmdutil.Factory
+	deps
+	ReadInput  func(path string) ([]byte, error)
 	Name       string
 	SchemaFile string
 	Shards     int
@@ -20,9 +21,9 @@ type CreateOptions struct {
 
 // NewCmdCreate returns `table create`.
 func NewCmdCreate(f *cmdutil.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
-	opts := &CreateOptions{F: f}
+	opts := &CreateOptions{deps: newDeps(f), ReadInput: f.ReadInput}
 	cmd := &cobra.Command{
-		Use:   "create NAME --schema FILE [--shards N]",
+		Use:   "create --table T --schema FILE [--shards N]",
 		Short: "Register a table with a fixed Arrow schema and shard count",
 		Long: `Register a table in the WAL with a fixed Arrow schema and a number of shards.
 The schema is a JSON list of fields or an Arrow IPC stream/file whose schema is
@@ -43,10 +44,9 @@ only in case from an existing table's.`,
    {"name": "ts", "type": "timestamp[us, UTC]"},
    {"name": "body", "type": "utf8", "nullable": true}]
   JSON
-  walctl table create orders --schema orders.json --shards 4`,
-		Args: cmdutil.ExactArgs(1, "table create needs the table name"),
+  walctl table create --table orders --schema orders.json --shards 4`,
+		Args: cmdutil.TableArgs("table create", &opts.Name, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name = args[0]
 			if opts.SchemaFile == "" {
 				return cmdutil.FlagErrorf("--schema is required")
 			}
@@ -59,14 +59,14 @@ only in case from an existing table's.`,
 			return createRun(cmd.Context(), opts)
 		},
 	}
+	cmdutil.TableFlag(cmd, &opts.Name, "table name")
 	cmd.Flags().StringVar(&opts.SchemaFile, "schema", "", "schema file: JSON field list or Arrow IPC (- for stdin)")
 	cmd.Flags().IntVar(&opts.Shards, "shards", 1, "number of shards")
 	return cmd
 }
 
 func createRun(ctx context.Context, opts *CreateOptions) error {
-	f := opts.F
-	data, err := f.ReadInput(opts.SchemaFile)
+	data, err := opts.ReadInput(opts.SchemaFile)
 	if err != nil {
 		return err
 	}
@@ -74,15 +74,15 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.SchemaFile, err)
 	}
-	log, err := f.WAL(ctx)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
-	cctx, cancel := f.CallContext(ctx)
+	cctx, cancel := opts.CallContext(ctx)
 	defer cancel()
 	info, err := log.CreateTable(cctx, opts.Name, schema, opts.Shards)
 	if err != nil {
 		return err
 	}
-	return printInfo(f, info)
+	return printInfo(opts.deps, info)
 }

@@ -15,7 +15,7 @@ import (
 
 // DescribeOptions of `walctl table describe`.
 type DescribeOptions struct {
-	F    *cmdutil.Factory
+	deps
 	Name string
 }
 
@@ -30,45 +30,46 @@ type Description struct {
 
 // NewCmdDescribe returns `table describe`.
 func NewCmdDescribe(f *cmdutil.Factory, runF func(context.Context, *DescribeOptions) error) *cobra.Command {
-	opts := &DescribeOptions{F: f}
-	return &cobra.Command{
-		Use:     "describe NAME",
+	opts := &DescribeOptions{deps: newDeps(f)}
+	cmd := &cobra.Command{
+		Use:     "describe --table T",
 		Short:   "Show a table's schema, shard count and publisher epoch",
-		Example: "  walctl table describe orders\n  walctl table describe orders --output json | jq '.fields[].name'",
-		Args:    cmdutil.ExactArgs(1, "table describe needs the table name"),
+		Example: "  walctl table describe --table orders\n  walctl table describe --table orders --output json | jq '.fields[].name'",
+		Args:    cmdutil.TableArgs("table describe", &opts.Name, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name = args[0]
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return describeRun(cmd.Context(), opts)
 		},
 	}
+	cmdutil.TableFlag(cmd, &opts.Name, "table name")
+	return cmd
 }
 
 func describeRun(ctx context.Context, opts *DescribeOptions) error {
-	log, err := opts.F.WAL(ctx)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
-	cctx, cancel := opts.F.CallContext(ctx)
+	cctx, cancel := opts.CallContext(ctx)
 	defer cancel()
 	info, err := log.Table(cctx, opts.Name)
 	if err != nil {
 		return err
 	}
-	return printInfo(opts.F, info)
+	return printInfo(opts.deps, info)
 }
 
-func printInfo(f *cmdutil.Factory, info wal.TableInfo) error {
-	d := Description{Name: info.Name, Shards: info.Shards, Epoch: info.Epoch, Created: info.Created, Fields: schemaspec.Fields(info.Schema)}
-	return f.Print(d, func() *render.Table {
+func printInfo(d deps, info wal.TableInfo) error {
+	desc := Description{Name: info.Name, Shards: info.Shards, Epoch: info.Epoch, Created: info.Created, Fields: schemaspec.Fields(info.Schema)}
+	return d.Print(desc, func() *render.Table {
 		t := render.NewTable("field", "type", "nullable")
-		for _, fl := range d.Fields {
+		for _, fl := range desc.Fields {
 			t.Add(fl.Name, fl.Type, fmt.Sprint(fl.Nullable))
 		}
-		fmt.Fprintf(f.IOStreams.ErrOut, "table %s: %d shard(s), publisher epoch %d, created %s\n",
-			d.Name, d.Shards, d.Epoch, d.Created.Format(time.RFC3339))
+		fmt.Fprintf(d.ErrOut, "table %s: %d shard(s), publisher epoch %d, created %s\n",
+			desc.Name, desc.Shards, desc.Epoch, desc.Created.Format(time.RFC3339))
 		return t
 	})
 }

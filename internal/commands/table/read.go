@@ -16,7 +16,8 @@ import (
 
 // ReadOptions of `walctl table read`.
 type ReadOptions struct {
-	F         *cmdutil.Factory
+	deps
+	LanceRoot string
 	Name      string
 	Version   uint64
 	Published bool
@@ -37,21 +38,21 @@ type ReadResult struct {
 
 // NewCmdRead returns `table read`.
 func NewCmdRead(f *cmdutil.Factory, runF func(context.Context, *ReadOptions) error) *cobra.Command {
-	opts := &ReadOptions{F: f}
+	opts := &ReadOptions{deps: newDeps(f)}
 	cmd := &cobra.Command{
-		Use:   "read TABLE [--version N | --published] [--columns a,b] [--limit N] [--count]",
+		Use:   "read --table T [--version N | --published] [--columns a,b] [--limit N] [--count]",
 		Short: "Read a selected version of a table (managed reader: no claim, no epoch)",
 		Long: `Open one version of a table read-only — the latest, an exact --version, or with
 --published the latest version walctl published data in — and print its rows.
 Reading takes no claim and no epoch and never writes. With --output json the
 rows are JSON objects (all of them unless --limit); the table view shows the
 first --limit rows (default 20).`,
-		Example: `  walctl table read orders --limit 5
-  walctl table read orders --version 12 --columns id,ts --output json
-  walctl table read orders --published --count`,
-		Args: cmdutil.ExactArgs(1, "table read needs the table name"),
+		Example: `  walctl table read --table orders --limit 5
+  walctl table read --table orders --version 12 --columns id,ts --output json
+  walctl table read --table orders --published --count`,
+		Args: cmdutil.TableArgs("table read", &opts.Name, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name = args[0]
+			opts.LanceRoot = f.Global().LanceRoot
 			if opts.Version != 0 && opts.Published {
 				return cmdutil.FlagErrorf("--version and --published exclude each other")
 			}
@@ -67,6 +68,7 @@ first --limit rows (default 20).`,
 			return readRun(cmd.Context(), opts)
 		},
 	}
+	cmdutil.TableFlag(cmd, &opts.Name, "table name")
 	cmd.Flags().Uint64Var(&opts.Version, "version", 0, "read this exact version")
 	cmd.Flags().BoolVar(&opts.Published, "published", false, "read the latest version walctl published data in")
 	cmd.Flags().StringSliceVar(&opts.Columns, "columns", nil, "columns to read (default all)")
@@ -76,8 +78,7 @@ first --limit rows (default 20).`,
 }
 
 func readRun(ctx context.Context, opts *ReadOptions) error {
-	f := opts.F
-	r, err := publish.OpenReader(f.Global().LanceRoot, opts.Name, publish.Selection{Version: opts.Version, Published: opts.Published})
+	r, err := publish.OpenReader(opts.LanceRoot, opts.Name, publish.Selection{Version: opts.Version, Published: opts.Published})
 	if err != nil {
 		return err
 	}
@@ -101,8 +102,8 @@ func readRun(ctx context.Context, opts *ReadOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "table %s version %d (epoch %d): %d rows\n", res.Table, res.Version, res.Epoch, res.RowCount)
-	return f.Print(res, func() *render.Table {
+	fmt.Fprintf(opts.ErrOut, "table %s version %d (epoch %d): %d rows\n", res.Table, res.Version, res.Epoch, res.RowCount)
+	return opts.Print(res, func() *render.Table {
 		if opts.CountOnly || schema == nil {
 			t := render.NewTable("table", "version", "rows")
 			t.Add(res.Table, fmt.Sprint(res.Version), fmt.Sprint(res.RowCount))

@@ -2,17 +2,34 @@
 package table
 
 import (
+	"context"
+	"io"
+
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // NewCmdTable returns the `table` command group.
 func NewCmdTable(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "table <command>",
-		Short: "Register and describe tables",
+		Short: "Register, list, describe and read tables",
 	}
-	cmd.AddCommand(NewCmdCreate(f, nil), NewCmdDescribe(f, nil), NewCmdRead(f, nil))
+	cmd.AddCommand(NewCmdCreate(f, nil), NewCmdDescribe(f, nil), NewCmdList(f, nil), NewCmdRead(f, nil))
 	return cmd
+}
+
+// deps are the lazy dependencies the table verbs copy from the factory.
+type deps struct {
+	WAL         func(context.Context) (wal.Log, error)
+	CallContext func(context.Context) (context.Context, context.CancelFunc)
+	Print       func(any, func() *render.Table) error
+	ErrOut      io.Writer
+}
+
+func newDeps(f *cmdutil.Factory) deps {
+	return deps{WAL: f.WAL, CallContext: f.CallContext, Print: f.Print, ErrOut: f.IOStreams.ErrOut}
 }

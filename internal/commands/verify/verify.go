@@ -5,24 +5,31 @@ package verify
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	coreverify "github.com/walctl/walctl/internal/core/verify"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // Options of `walctl verify`.
 type Options struct {
-	F       *cmdutil.Factory
+	WAL         func(context.Context) (wal.Log, error)
+	CallContext func(context.Context) (context.Context, context.CancelFunc)
+	Print       func(any, func() *render.Table) error
+	ErrOut      io.Writer
+	LanceRoot   string
+
 	Table   string
 	Version uint64
 }
 
 // NewCmdVerify returns `walctl verify`.
 func NewCmdVerify(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{WAL: f.WAL, CallContext: f.CallContext, Print: f.Print, ErrOut: f.IOStreams.ErrOut}
 	cmd := &cobra.Command{
 		Use:   "verify --table T [--version N]",
 		Short: "Check that every ACKed record is in the table exactly once",
@@ -50,6 +57,7 @@ EXIT STATUS
 			if opts.Table == "" {
 				return cmdutil.FlagErrorf("--table is required")
 			}
+			opts.LanceRoot = f.Global().LanceRoot
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -62,20 +70,25 @@ EXIT STATUS
 }
 
 func verifyRun(ctx context.Context, opts *Options) error {
-	f := opts.F
-	log, _, err := f.TableInfo(ctx, opts.Table)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
-	rep, err := coreverify.Table(ctx, log, coreverify.Options{LanceRoot: f.Global().LanceRoot, Table: opts.Table, Version: opts.Version})
+	cctx, cancel := opts.CallContext(ctx)
+	_, err = log.Table(cctx, opts.Table)
+	cancel()
 	if err != nil {
 		return err
 	}
-	if err := f.Print(rep, func() *render.Table { return reportTable(rep) }); err != nil {
+	rep, err := coreverify.Table(ctx, log, coreverify.Options{LanceRoot: opts.LanceRoot, Table: opts.Table, Version: opts.Version})
+	if err != nil {
+		return err
+	}
+	if err := opts.Print(rep, func() *render.Table { return reportTable(rep) }); err != nil {
 		return err
 	}
 	if rep.OK {
-		fmt.Fprintln(f.IOStreams.ErrOut, rep.Summary())
+		fmt.Fprintln(opts.ErrOut, rep.Summary())
 	}
 	return rep.Err()
 }

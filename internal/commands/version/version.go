@@ -13,13 +13,13 @@ import (
 
 // Options of `walctl version`.
 type Options struct {
-	F *cmdutil.Factory
+	Print func(any, func() *render.Table) error
 }
 
 // NewCmdVersion returns the version command; runF replaces the run function
 // in tests.
 func NewCmdVersion(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{Print: f.Print}
 	return &cobra.Command{
 		Use:     "version",
 		Short:   "Print walctl's version, commit, build date and Go version",
@@ -36,7 +36,7 @@ func NewCmdVersion(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 
 func versionRun(_ context.Context, opts *Options) error {
 	info := buildinfo.Get()
-	return opts.F.Print(info, func() *render.Table {
+	return opts.Print(info, func() *render.Table {
 		t := render.NewTable("field", "value")
 		t.Add("version", info.Version)
 		t.Add("commit", info.Commit)

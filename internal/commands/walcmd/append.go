@@ -1,26 +1,20 @@
 package walcmd
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
-	"github.com/walctl/walctl/internal/core/arrowcheck"
-	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/ingest"
 )
 
 // AppendOptions of `walctl wal append`.
 type AppendOptions struct {
-	F         *cmdutil.Factory
+	deps
+	ReadInput func(path string) ([]byte, error)
 	Table     string
 	Shard     int
 	File      string
@@ -30,21 +24,15 @@ type AppendOptions struct {
 
 // AppendResult is the JSON shape of `wal append`.
 type AppendResult struct {
-	Table   string          `json:"table"`
-	Shard   int             `json:"shard"`
-	Entries []AppendedEntry `json:"entries"`
-	Rows    int64           `json:"rows"`
-}
-
-// AppendedEntry is one ACKed entry.
-type AppendedEntry struct {
-	Position uint64 `json:"position"`
-	Rows     int64  `json:"rows"`
+	Table   string            `json:"table"`
+	Shard   int               `json:"shard"`
+	Entries []ingest.Appended `json:"entries"`
+	Rows    int64             `json:"rows"`
 }
 
 // NewCmdAppend returns `wal append`.
 func NewCmdAppend(f *cmdutil.Factory, runF func(context.Context, *AppendOptions) error) *cobra.Command {
-	opts := &AppendOptions{F: f}
+	opts := &AppendOptions{deps: newDeps(f), ReadInput: f.ReadInput}
 	cmd := &cobra.Command{
 		Use:   "append --table T --shard S FILE",
 		Short: "Append record batches from an Arrow IPC stream or JSON lines",
@@ -66,13 +54,14 @@ is appended: a malformed stream or a schema mismatch writes nothing (exit 2).`,
 				return cmdutil.FlagErrorf("--shard must not be negative, got %d", opts.Shard)
 			}
 			switch opts.Format {
-			case "auto", "arrow", "jsonl":
+			case ingest.FormatAuto, ingest.FormatArrow, ingest.FormatJSONL:
 			default:
 				return cmdutil.FlagErrorf("--format must be auto, arrow or jsonl, not %q", opts.Format)
 			}
 			if opts.BatchRows < 1 {
 				return cmdutil.FlagErrorf("--batch-rows must be at least 1")
 			}
+			opts.fill(f)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -83,110 +72,33 @@ is appended: a malformed stream or a schema mismatch writes nothing (exit 2).`,
 	cmd.Flags().IntVar(&opts.Shard, "shard", 0, "shard to append to")
 	cmd.Flags().StringVar(&opts.Format, "format", "auto", "input format: auto, arrow (IPC stream or file) or jsonl")
 	cmd.Flags().IntVar(&opts.BatchRows, "batch-rows", 1024, "rows per entry when converting JSON lines")
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	return cmd
 }
 
 func appendRun(ctx context.Context, opts *AppendOptions) error {
-	f := opts.F
-	data, err := f.ReadInput(opts.File)
+	data, err := opts.ReadInput(opts.File)
 	if err != nil {
 		return err
 	}
-	log, info, err := f.TableInfo(ctx, opts.Table)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
-	if opts.Shard >= info.Shards {
-		return fmt.Errorf("table %s has %d shard(s); shard %d does not exist: %w", opts.Table, info.Shards, opts.Shard, errs.ErrInvalid)
-	}
-	batches, err := decode(data, opts.Format, info.Schema, opts.BatchRows)
+	entries, err := ingest.Append(ctx, log, ingest.Request{Table: opts.Table, Shard: opts.Shard, Data: data,
+		Format: opts.Format, BatchRows: opts.BatchRows, CallTimeout: opts.Timeout})
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.File, err)
 	}
-	defer func() {
-		for _, b := range batches {
-			b.Release()
-		}
-	}()
-	for i, b := range batches { // the WAL validates each too; this refuses the file before any is ACKed
-		if err := arrowcheck.Batch(info.Schema, b); err != nil {
-			return fmt.Errorf("%s: batch %d of %d: %w", opts.File, i+1, len(batches), err)
-		}
+	res := AppendResult{Table: opts.Table, Shard: opts.Shard, Entries: entries}
+	for _, e := range entries {
+		res.Rows += e.Rows
 	}
-	res := AppendResult{Table: opts.Table, Shard: opts.Shard, Entries: []AppendedEntry{}}
-	for _, b := range batches {
-		cctx, cancel := f.CallContext(ctx)
-		pos, err := log.Append(cctx, opts.Table, opts.Shard, b)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("append entry %d of %d (%d already ACKed, last position %d): %w",
-				len(res.Entries)+1, len(batches), len(res.Entries), lastPos(res), err)
-		}
-		res.Entries = append(res.Entries, AppendedEntry{Position: pos, Rows: b.NumRows()})
-		res.Rows += b.NumRows()
-	}
-	return f.Print(res, func() *render.Table {
+	return opts.Print(res, func() *render.Table {
 		t := render.NewTable("table", "shard", "position", "rows")
 		for _, e := range res.Entries {
 			t.Add(res.Table, fmt.Sprint(res.Shard), fmt.Sprint(e.Position), fmt.Sprint(e.Rows))
 		}
 		return t
 	})
-}
-
-func lastPos(r AppendResult) uint64 {
-	if len(r.Entries) == 0 {
-		return 0
-	}
-	return r.Entries[len(r.Entries)-1].Position
-}
-
-// decode reads every batch of the input and checks it against schema before
-// any is appended.
-func decode(data []byte, format string, schema *arrow.Schema, batchRows int) ([]arrow.RecordBatch, error) {
-	if format == "auto" {
-		format = "arrow"
-		if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
-			format = "jsonl"
-		}
-	}
-	var out []arrow.RecordBatch
-	fail := func(err error) ([]arrow.RecordBatch, error) {
-		for _, b := range out {
-			b.Release()
-		}
-		return nil, err
-	}
-	if format == "jsonl" {
-		r := array.NewJSONReader(bufio.NewReader(bytes.NewReader(data)), schema, array.WithChunk(batchRows))
-		defer r.Release()
-		for r.Next() {
-			b := r.RecordBatch()
-			b.Retain()
-			out = append(out, b)
-		}
-		if err := r.Err(); err != nil {
-			return fail(fmt.Errorf("JSON lines do not match the table schema: %v: %w", err, errs.ErrInvalid))
-		}
-		return out, nil
-	}
-	// An IPC file is read as the stream it embeds; lengths the input
-	// declares are bounded by the input (arrowcheck.NewStreamReader).
-	sr, err := arrowcheck.NewStreamReader(data)
-	if err != nil {
-		return nil, fmt.Errorf("malformed Arrow IPC stream: %v: %w", err, errs.ErrInvalid)
-	}
-	defer sr.Release()
-	for sr.Next() {
-		b := sr.RecordBatch()
-		b.Retain()
-		out = append(out, b)
-	}
-	if err := sr.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return fail(fmt.Errorf("malformed Arrow IPC stream after %d batch(es): %v: %w", len(out), err, errs.ErrInvalid))
-	}
-	if len(out) > 0 && !out[0].Schema().Equal(schema) {
-		return fail(fmt.Errorf("input schema %s differs from the table schema %s: %w", out[0].Schema(), schema, errs.ErrInvalid))
-	}
-	return out, nil
 }

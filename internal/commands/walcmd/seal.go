@@ -13,7 +13,7 @@ import (
 
 // SealOptions of `walctl wal seal`.
 type SealOptions struct {
-	F     *cmdutil.Factory
+	deps
 	Table string
 	Shard int // -1: every shard
 }
@@ -26,7 +26,7 @@ type SealedShard struct {
 
 // NewCmdSeal returns `wal seal`.
 func NewCmdSeal(f *cmdutil.Factory, runF func(context.Context, *SealOptions) error) *cobra.Command {
-	opts := &SealOptions{F: f}
+	opts := &SealOptions{deps: newDeps(f)}
 	cmd := &cobra.Command{
 		Use:     "seal --table T [--shard S]",
 		Short:   "Seal open generations now so they become publishable",
@@ -41,6 +41,7 @@ func NewCmdSeal(f *cmdutil.Factory, runF func(context.Context, *SealOptions) err
 			} else if opts.Shard < 0 {
 				return cmdutil.FlagErrorf("--shard must not be negative, got %d", opts.Shard)
 			}
+			opts.fill(f)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -49,12 +50,12 @@ func NewCmdSeal(f *cmdutil.Factory, runF func(context.Context, *SealOptions) err
 	}
 	cmd.Flags().StringVar(&opts.Table, "table", "", "table name")
 	cmd.Flags().IntVar(&opts.Shard, "shard", 0, "shard (default: every shard)")
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	return cmd
 }
 
 func sealRun(ctx context.Context, opts *SealOptions) error {
-	f := opts.F
-	log, info, err := f.TableInfo(ctx, opts.Table)
+	log, info, err := tableInfo(ctx, opts.deps, opts.Table)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func sealRun(ctx context.Context, opts *SealOptions) error {
 	}
 	res := []SealedShard{}
 	for _, s := range shards {
-		cctx, cancel := f.CallContext(ctx)
+		cctx, cancel := opts.call(ctx)
 		g, err := log.Seal(cctx, opts.Table, s)
 		cancel()
 		if err != nil {
@@ -79,7 +80,7 @@ func sealRun(ctx context.Context, opts *SealOptions) error {
 		}
 		res = append(res, row)
 	}
-	return f.Print(res, func() *render.Table {
+	return opts.Print(res, func() *render.Table {
 		t := render.NewTable("shard", "sealed", "first", "last", "entries", "bytes")
 		for _, r := range res {
 			if r.Generation == nil {

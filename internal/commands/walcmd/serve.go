@@ -2,18 +2,22 @@ package walcmd
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/core/walflight"
 )
 
 // ServeOptions of `walctl wal serve`.
 type ServeOptions struct {
-	F        *cmdutil.Factory
+	Logger   *slog.Logger
+	Engine   wal.Options
+	Token    string
 	Dir      string
 	Listen   string
 	TLSCert  string
@@ -23,7 +27,7 @@ type ServeOptions struct {
 
 // NewCmdServe returns `wal serve`.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *ServeOptions) error) *cobra.Command {
-	opts := &ServeOptions{F: f}
+	opts := &ServeOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve [--dir D] [--listen ADDR]",
 		Short: "Serve the WAL over Arrow Flight",
@@ -47,6 +51,13 @@ in-flight appends finish and sync, closes the engine and exits 0.`,
 			if _, _, err := net.SplitHostPort(opts.Listen); err != nil {
 				return cmdutil.FlagErrorf("--listen %q: %v", opts.Listen, err)
 			}
+			if opts.Dir == "" {
+				opts.Dir = f.WALDir()
+			}
+			if opts.AddrFile == "" {
+				opts.AddrFile = filepath.Join(opts.Dir, cmdutil.WALEndpointFile)
+			}
+			opts.Logger, opts.Engine, opts.Token = f.Logger, f.WALEngineOptions(), f.Global().WALToken
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -58,27 +69,19 @@ in-flight appends finish and sync, closes the engine and exits 0.`,
 	cmd.Flags().StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate (PEM)")
 	cmd.Flags().StringVar(&opts.TLSKey, "tls-key", "", "TLS private key (PEM)")
 	cmd.Flags().StringVar(&opts.AddrFile, "addr-file", "", "write the bound address here (default <dir>/ENDPOINT)")
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	return cmd
 }
 
 func serveRun(ctx context.Context, opts *ServeOptions) error {
-	f := opts.F
-	dir := opts.Dir
-	if dir == "" {
-		dir = f.WALDir()
-	}
-	addrFile := opts.AddrFile
-	if addrFile == "" {
-		addrFile = filepath.Join(dir, cmdutil.WALEndpointFile)
-	}
-	return walflight.Serve(ctx, dir, opts.Listen, walflight.ServeOptions{
+	return walflight.Serve(ctx, opts.Dir, opts.Listen, walflight.ServeOptions{
 		Server: walflight.ServerOptions{
 			TLSCertFile: opts.TLSCert,
 			TLSKeyFile:  opts.TLSKey,
-			Token:       f.Config.Global.WALToken,
-			Logger:      f.Logger,
+			Token:       opts.Token,
+			Logger:      opts.Logger,
 		},
-		Engine:   f.WALEngineOptions(),
-		AddrFile: addrFile,
+		Engine:   opts.Engine,
+		AddrFile: opts.AddrFile,
 	})
 }

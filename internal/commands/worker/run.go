@@ -4,55 +4,33 @@ package worker
 import (
 	"context"
 	"errors"
-
-	"net"
-	"net/http"
-	"time"
+	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/wal"
 	coreworker "github.com/walctl/walctl/internal/core/worker"
 )
 
-// Settings of the worker.
-const (
-	KeyTables       = "worker.tables"
-	KeyMaxTables    = "worker.max_tables"
-	KeyMaxRounds    = "worker.max_rounds"
-	KeyPoll         = "worker.poll_interval"
-	KeySliceTime    = "worker.slice_duration"
-	KeySliceRounds  = "worker.slice_rounds"
-	KeyIdleRounds   = "worker.idle_release_rounds"
-	KeyGrace        = "worker.shutdown_grace"
-	KeyMetricsListe = "worker.metrics_listen"
-	KeyLostBackoff  = "worker.lost_backoff"
-	KeyErrBackoff   = "worker.error_backoff"
-)
-
-func init() {
-	cmdutil.Register(
-		cmdutil.Setting{Key: KeyTables, Default: []string{}, Usage: "the application-authorized fixed set of tables this worker publishes"},
-		cmdutil.Setting{Key: KeyMaxTables, Default: 0, Usage: "tables held at once (0: all of them)"},
-		cmdutil.Setting{Key: KeyMaxRounds, Default: 0, Usage: "publication rounds running at once (0: GOMAXPROCS)"},
-		cmdutil.Setting{Key: KeyPoll, Default: coreworker.DefaultPollInterval, Usage: "how often an idle or busy table is looked at again"},
-		cmdutil.Setting{Key: KeySliceTime, Default: coreworker.DefaultSliceDuration, Usage: "a claim is released after this long (bounded slices)"},
-		cmdutil.Setting{Key: KeySliceRounds, Default: 0, Usage: "a claim is released after this many rounds (0: no round limit)"},
-		cmdutil.Setting{Key: KeyIdleRounds, Default: coreworker.DefaultIdleReleaseRounds, Usage: "a claim is released after this many consecutive idle rounds"},
-		cmdutil.Setting{Key: KeyGrace, Default: coreworker.DefaultShutdownGrace, Usage: "how long admitted rounds may run on after SIGTERM"},
-		cmdutil.Setting{Key: KeyMetricsListe, Default: "", Usage: "serve Prometheus metrics on this address (/metrics)"},
-		cmdutil.Setting{Key: KeyLostBackoff, Default: coreworker.DefaultLostBackoff, Usage: "how long a table is left to others after this worker lost its claim"},
-		cmdutil.Setting{Key: KeyErrBackoff, Default: coreworker.DefaultErrorBackoff, Usage: "cap of the backoff after transient errors (it doubles from the poll interval)"},
-	)
-}
-
-// Options of `walctl worker run`.
+// Options of `walctl worker run`: the typed worker configuration and the
+// lazy dependencies the verb needs.
 type Options struct {
-	F *cmdutil.Factory
+	Config        coreworker.Config
+	MetricsListen string
+
+	Logger    *slog.Logger
+	WAL       func(context.Context) (wal.Log, error)
+	ShareWAL  func(context.Context) error
+	Publisher func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error)
+	Coord     func(context.Context) (*coord.Client, error)
+	Owner     func(kind string) coord.Owner
+	// WithHolders cancels the context when the process whose embedded etcd
+	// or WAL this worker borrowed exits.
+	WithHolders func(context.Context) (context.Context, context.CancelFunc)
 }
 
 // NewCmdWorker returns the `worker` command group.
@@ -64,7 +42,7 @@ func NewCmdWorker(f *cmdutil.Factory) *cobra.Command {
 
 // NewCmdRun returns `worker run`.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{WAL: f.WAL, ShareWAL: f.ShareLocalWAL, Publisher: f.Publisher, Coord: f.Coord, Owner: f.Owner, WithHolders: f.WithHolders}
 	cmd := &cobra.Command{
 		Use:   "run --tables a,b [--metrics-listen ADDR]",
 		Short: "Publish a fixed set of tables from the WAL into Lance, exactly once, until stopped",
@@ -87,7 +65,22 @@ worker.shutdown_grace), joins lease renewal, releases its claims and exits 0.`,
   WALCTL_WORKER_TABLES=orders walctl worker run`,
 		Args: cmdutil.ExactArgs(0, "worker run takes no arguments (use --tables)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(f.Config.StringSlice(KeyTables)) == 0 {
+			c := f.Config
+			opts.Logger = f.Logger
+			opts.MetricsListen = c.String(cmdutil.KeyWorkerMetricsListen)
+			opts.Config = coreworker.Config{
+				Tables:              c.StringSlice(cmdutil.KeyWorkerTables),
+				MaxConcurrentTables: c.Int(cmdutil.KeyWorkerMaxTables),
+				MaxConcurrentRounds: c.Int(cmdutil.KeyWorkerMaxRounds),
+				PollInterval:        c.Duration(cmdutil.KeyWorkerPoll),
+				Slice:               coord.SlicePolicy{MaxRounds: c.Int(cmdutil.KeyWorkerSliceRounds), MaxDuration: c.Duration(cmdutil.KeyWorkerSliceTime)},
+				IdleRelease:         coreworker.IdlePolicy{MaxRounds: c.Int(cmdutil.KeyWorkerIdleRounds)},
+				ShutdownGrace:       c.Duration(cmdutil.KeyWorkerGrace),
+				LostBackoff:         c.Duration(cmdutil.KeyWorkerLostBackoff),
+				ErrorBackoff:        c.Duration(cmdutil.KeyWorkerErrBackoff),
+				Logger:              f.Logger,
+			}
+			if len(opts.Config.Tables) == 0 {
 				return cmdutil.FlagErrorf("no tables: give --tables (or worker.tables in the config file, WALCTL_WORKER_TABLES)")
 			}
 			if runF != nil {
@@ -96,58 +89,46 @@ worker.shutdown_grace), joins lease renewal, releases its claims and exits 0.`,
 			return runRun(cmd.Context(), opts)
 		},
 	}
-	cmdutil.AddSettingFlags(cmd.Flags(), KeyTables, KeyMaxTables, KeyMaxRounds, KeyPoll, KeySliceTime, KeySliceRounds, KeyIdleRounds, KeyGrace, KeyMetricsListe, KeyLostBackoff, KeyErrBackoff,
-		cmdutil.KeyPipeline, cmdutil.KeyMemoryBudget)
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.KeyWorkerTables, cmdutil.KeyWorkerMaxTables, cmdutil.KeyWorkerMaxRounds,
+		cmdutil.KeyWorkerPoll, cmdutil.KeyWorkerSliceTime, cmdutil.KeyWorkerSliceRounds, cmdutil.KeyWorkerIdleRounds,
+		cmdutil.KeyWorkerGrace, cmdutil.KeyWorkerMetricsListen, cmdutil.KeyWorkerLostBackoff, cmdutil.KeyWorkerErrBackoff)
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.PublicationKeys...)
+	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	return cmd
 }
 
 func runRun(ctx context.Context, opts *Options) error {
-	f := opts.F
-	cfg := f.Config
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := coreworker.NewMetrics(reg)
-	if addr := cfg.String(KeyMetricsListe); addr != "" {
-		stop, err := serveMetrics(addr, reg)
+	cfg := opts.Config
+	cfg.Metrics = coreworker.NewMetrics(reg)
+	if opts.MetricsListen != "" {
+		stop, err := coreworker.ServeMetrics(opts.MetricsListen, reg)
 		if err != nil {
-			return err
+			return cmdutil.FlagErrorf("--metrics-listen %s: %v", opts.MetricsListen, err)
 		}
 		defer stop()
-		f.Logger.Info("serving metrics", "addr", addr)
+		opts.Logger.Info("serving metrics", "addr", opts.MetricsListen)
 	}
-	log, err := f.WAL(ctx)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
-	if err := f.ShareLocalWAL(ctx); err != nil {
+	if err := opts.ShareWAL(ctx); err != nil {
 		return err
 	}
-	slice := coord.SlicePolicy{MaxRounds: cfg.Int(KeySliceRounds), MaxDuration: cfg.Duration(KeySliceTime)}
-	pub, err := f.Publisher(ctx, f.Owner(coord.OwnerWorker), coord.WithSlice(slice))
+	pub, err := opts.Publisher(ctx, opts.Owner(coord.OwnerWorker), coord.WithSlice(cfg.Slice))
 	if err != nil {
 		return err
 	}
-	co, err := f.Coord(ctx)
+	co, err := opts.Coord(ctx)
 	if err != nil {
 		return err
 	}
-	w := coreworker.New(pub, co, coreworker.Config{
-		Tables:              cfg.StringSlice(KeyTables),
-		MaxConcurrentTables: cfg.Int(KeyMaxTables),
-		MaxConcurrentRounds: cfg.Int(KeyMaxRounds),
-		PollInterval:        cfg.Duration(KeyPoll),
-		Slice:               slice,
-		IdleRelease:         coreworker.IdlePolicy{MaxRounds: cfg.Int(KeyIdleRounds)},
-		ShutdownGrace:       cfg.Duration(KeyGrace),
-		LostBackoff:         cfg.Duration(KeyLostBackoff),
-		ErrorBackoff:        cfg.Duration(KeyErrBackoff),
-		Log:                 log,
-		Logger:              f.Logger,
-		Metrics:             metrics,
-	})
-	ctx, stop := f.WithHolders(ctx) // exit, not idle, when the holder of the data dir goes
+	cfg.Log = log
+	w := coreworker.New(pub, co, cfg)
+	ctx, stop := opts.WithHolders(ctx) // exit, not idle, when the holder of the data dir goes
 	defer stop()
-	f.Logger.Info("worker started", "tables", cfg.StringSlice(KeyTables))
+	opts.Logger.Info("worker started", "tables", cfg.Tables)
 	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -155,20 +136,4 @@ func runRun(ctx context.Context, opts *Options) error {
 		return cause
 	}
 	return nil
-}
-
-func serveMetrics(addr string, reg *prometheus.Registry) (func(), error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, cmdutil.FlagErrorf("--metrics-listen %s: %v", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(lis) }()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
 }

@@ -30,7 +30,7 @@ type ShardStats struct {
 	OldestPendingAge   time.Duration `json:"oldest_pending_age_ns"`
 	// WatermarkBehindTrim: published data is missing (rule 9); planning
 	// will fail loudly for this table.
-	WatermarkBehindTrim bool `json:"watermark_behind_trim,omitempty"`
+	WatermarkBehindTrim bool `json:"watermark_behind_trim"`
 	// Damage lists damaged or quarantined WAL ranges of the shard: its
 	// publication cannot pass them (DESIGN.md §3 rule 18).
 	Damage []wal.DamageReport `json:"damage,omitempty"`

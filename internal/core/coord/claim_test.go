@@ -233,6 +233,14 @@ func TestRevokeByOperator(t *testing.T) {
 	if rec.Actor != "alice" || rec.Reason != "stuck" || rec.Claim.Owner.ID != "old" {
 		t.Fatalf("audit record %+v", rec)
 	}
+	// Audit reads it back, filtered by table.
+	hist, err := op.Audit(ctx, "t")
+	if err != nil || len(hist) != 1 || hist[0].Key != res.AuditKey || hist[0].Actor != "alice" || hist[0].Action != rec.Action {
+		t.Fatalf("audit history %+v %v", hist, err)
+	}
+	if other, err := op.Audit(ctx, "u"); err != nil || len(other) != 0 {
+		t.Fatalf("audit history of another table %+v %v", other, err)
+	}
 
 	succ, err := b.Acquire(ctx, "t", worker("new"))
 	if err != nil {

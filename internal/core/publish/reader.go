@@ -29,12 +29,30 @@ type Reader struct {
 	State    State
 }
 
+// NotPublishedError is returned by OpenReader for a table with no Lance
+// dataset yet: nothing was ever published into it. It unwraps to
+// lance.ErrDatasetNotFound (and so errs.ErrNotFound).
+type NotPublishedError struct {
+	Table string
+	Err   error
+}
+
+func (e *NotPublishedError) Error() string {
+	return "table " + e.Table + " has no published version yet"
+}
+
+// Unwrap returns the dataset error.
+func (e *NotPublishedError) Unwrap() error { return e.Err }
+
 // OpenReader opens table under lanceRoot read-only at the selected version.
 func OpenReader(lanceRoot, table string, sel Selection) (*Reader, error) {
 	if err := wal.ValidateName(table); err != nil {
 		return nil, err
 	}
 	ds, err := lance.Open(filepath.Join(lanceRoot, table+".lance"))
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		return nil, &NotPublishedError{Table: table, Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -91,4 +109,18 @@ func latestPublished(ds *lance.Dataset) (*lance.Manifest, error) {
 // (all when empty). The batch is released when fn returns.
 func (r *Reader) Scan(ctx context.Context, columns []string, fn func(arrow.RecordBatch) error) error {
 	return r.ds.Scan(ctx, lance.ScanOptions{Version: r.Manifest.Version, Columns: columns}, fn)
+}
+
+// LatestWatermarks returns the published watermarks of the latest version of
+// table under lanceRoot (a managed read: no claim, no epoch). A table with
+// no dataset yet has published nothing: empty watermarks, no error.
+func LatestWatermarks(lanceRoot, table string) (Watermarks, error) {
+	r, err := OpenReader(lanceRoot, table, Selection{})
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		return Watermarks{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.State.Watermarks, nil
 }

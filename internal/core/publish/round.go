@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -37,21 +38,38 @@ type Result struct {
 	Table      string     `json:"table"`
 	Outcome    Outcome    `json:"outcome"`
 	Epoch      uint64     `json:"epoch"`
-	Plan       string     `json:"plan,omitempty"`
+	Plan       string     `json:"plan"`
 	Adopted    bool       `json:"adopted"` // the plan was pinned before this round
-	Attempt    string     `json:"attempt,omitempty"`
+	Attempt    string     `json:"attempt"`
 	Reused     bool       `json:"reused"` // the prepared files were reused, not written
-	Files      []string   `json:"files,omitempty"`
+	Files      []string   `json:"files"`
 	Rows       uint64     `json:"rows"`
 	Bytes      int64      `json:"bytes"` // WAL bytes covered
-	Version    uint64     `json:"version,omitempty"`
+	Version    uint64     `json:"version"`
 	Watermarks Watermarks `json:"watermarks"`
-	Trimmed    Watermarks `json:"trimmed,omitempty"`
+	Trimmed    Watermarks `json:"trimmed"`
 	// UnsealedEntries and UnsealedGenerations count, in an idle round, the
 	// WAL entries not published because their generations are still open
 	// (`walctl wal seal` makes them publishable).
 	UnsealedEntries     int64 `json:"unsealed_entries,omitempty"`
 	UnsealedGenerations int   `json:"unsealed_generations,omitempty"`
+}
+
+// MarshalJSON writes every documented key whatever the outcome (an idle
+// round has plan "", files [], version 0), so scripts need no defaults.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	p := plain(r)
+	if p.Files == nil {
+		p.Files = []string{}
+	}
+	if p.Watermarks == nil {
+		p.Watermarks = Watermarks{}
+	}
+	if p.Trimmed == nil {
+		p.Trimmed = Watermarks{}
+	}
+	return json.Marshal(p)
 }
 
 // Round runs one publication round in the order of rule 10: fence (once per

@@ -1,0 +1,158 @@
+package pubbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/core/wal/walbench"
+)
+
+// BenchTable is the table the publication benchmark creates in its scratch
+// directories.
+const BenchTable = "bench"
+
+// ModeResult is one mode's publication, as the measured child reports it
+// (bytes, rows, files, rounds, seconds, MiB/s) completed by Run.
+type ModeResult struct {
+	Mode    string  `json:"mode"`
+	Bytes   int64   `json:"bytes"`
+	Rows    int64   `json:"rows"`
+	Files   int     `json:"files"`
+	Rounds  int     `json:"rounds"`
+	Seconds float64 `json:"seconds"`
+	MiBps   float64 `json:"mib_per_s"`
+	// PeakRSS is the child process's peak resident set (VmHWM), bytes.
+	PeakRSS    int64   `json:"peak_rss_bytes"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// DDMiBps is the highest dd conv=fdatasync bandwidth measured in the
+	// run (right before and right after each publication); RatioToDD is
+	// MiBps over it.
+	DDMiBps   float64 `json:"dd_mib_per_s"`
+	RatioToDD float64 `json:"ratio_to_dd"`
+	// WallSeconds is the child's whole life (etcd start, open, exit).
+	WallSeconds float64 `json:"wall_seconds"`
+}
+
+// Result is the outcome of Run (the JSON shape of `walctl bench publish`).
+type Result struct {
+	Dir     string    `json:"dir"`
+	Size    int64     `json:"size"`
+	Budget  int64     `json:"budget"`
+	Backlog []Backlog `json:"backlog"`
+	// DDs are the dd measurements right before and right after each mode's
+	// publication (its backlog built); DD and DDAfter the first and the
+	// last, DDMiBps the mean of all.
+	DDs     []walbench.DDResult `json:"dd_runs"`
+	DD      walbench.DDResult   `json:"dd"`
+	DDAfter walbench.DDResult   `json:"dd_after"`
+	DDMiBps float64             `json:"dd_mib_per_s"`
+	Runs    []ModeResult        `json:"runs"`
+}
+
+// Config configures Run.
+type Config struct {
+	// Root is the scratch directory; each mode's data dir is Root/<mode>,
+	// removed after its run unless Keep.
+	Root   string
+	Size   int64
+	Budget int64
+	Modes  []string
+	DDMiB  int
+	Keep   bool
+	// Exe and Args start the measured child; ChildEnv gives its
+	// environment for a mode and its data dir. The child prints one
+	// ModeResult as JSON on stdout.
+	Exe      string
+	Args     []string
+	ChildEnv func(mode, dataDir string) []string
+	// Log receives one line per step (and the child's stderr).
+	Log io.Writer
+}
+
+// Run measures publication for each mode: it builds a backlog of Size in
+// the mode's scratch data dir, measures the disk with dd, publishes in a
+// child process, measures dd again, and relates every mode's MiB/s to the
+// best dd of the run. Cancellation stops at the next step (the child is
+// killed); scratch data is removed unless Keep.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	res := Result{Dir: cfg.Root, Size: cfg.Size, Budget: cfg.Budget, Backlog: []Backlog{}, Runs: []ModeResult{}}
+	fmt.Fprintf(cfg.Log, "measuring the disk under %s with dd (%d MiB, conv=fdatasync) around each mode…\n", cfg.Root, cfg.DDMiB)
+	for _, mode := range cfg.Modes {
+		r, bl, dds, err := runMode(ctx, cfg, mode)
+		if err != nil {
+			return res, err
+		}
+		res.Backlog, res.Runs, res.DDs = append(res.Backlog, bl), append(res.Runs, r), append(res.DDs, dds...)
+	}
+	if len(res.DDs) == 0 {
+		return res, nil
+	}
+	res.DD, res.DDAfter, res.DDMiBps = res.DDs[0], res.DDs[len(res.DDs)-1], walbench.MeanDD(res.DDs)
+	best := 0.0
+	for _, d := range res.DDs {
+		best = max(best, d.MiBps)
+	}
+	for i := range res.Runs {
+		res.Runs[i].DDMiBps = best
+		if best > 0 {
+			res.Runs[i].RatioToDD = res.Runs[i].MiBps / best
+		}
+	}
+	return res, nil
+}
+
+func runMode(ctx context.Context, cfg Config, mode string) (ModeResult, Backlog, []walbench.DDResult, error) {
+	var r ModeResult
+	dir := filepath.Join(cfg.Root, mode)
+	fmt.Fprintf(cfg.Log, "%s: building a %s backlog…\n", mode, humanize.IBytes(uint64(cfg.Size)))
+	bl, err := backlogIn(ctx, dir, cfg.Size)
+	if err != nil {
+		return r, bl, nil, err
+	}
+	// dd right before and right after the publication, with the backlog in
+	// place: the disk in the state the publication has.
+	before, err := walbench.DD(ctx, cfg.Root, cfg.DDMiB)
+	if err != nil {
+		return r, bl, nil, err
+	}
+	fmt.Fprintf(cfg.Log, "%s: publishing %s in a child process (budget %s)…\n", mode, humanize.IBytes(uint64(bl.Bytes)), humanize.IBytes(uint64(cfg.Budget)))
+	walbench.Settle()
+	c, err := RunChild(ctx, cfg.Exe, cfg.Args, cfg.ChildEnv(mode, dir), cfg.Log)
+	if err != nil {
+		return r, bl, nil, err
+	}
+	if err := json.Unmarshal(c.Stdout, &r); err != nil {
+		return r, bl, nil, fmt.Errorf("child output %q: %v", c.Stdout, err)
+	}
+	after, err := walbench.DD(ctx, cfg.Root, cfg.DDMiB)
+	if err != nil {
+		return r, bl, nil, err
+	}
+	r.Mode, r.PeakRSS, r.WallSeconds = mode, c.PeakRSS, c.Wall.Seconds()
+	r.PeakRSSMiB = float64(c.PeakRSS) / (1 << 20)
+	if !cfg.Keep {
+		_ = os.RemoveAll(dir)
+	}
+	return r, bl, []walbench.DDResult{before, after}, nil
+}
+
+// backlogIn builds the mode's backlog in dir's WAL with the engine's
+// default options, then closes it for the child to open.
+func backlogIn(ctx context.Context, dir string, size int64) (Backlog, error) {
+	log, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{})
+	if err != nil {
+		return Backlog{}, err
+	}
+	bl, err := MakeBacklog(ctx, log, BacklogOptions{Table: BenchTable, Bytes: size})
+	if cerr := log.Close(); err == nil {
+		err = cerr
+	}
+	return bl, err
+}
