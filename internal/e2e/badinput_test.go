@@ -26,7 +26,8 @@ func TestBadInput(t *testing.T) {
 			r := c.run(verb, nil, verb, "--table", "nope")
 			expect(t, verb+" --table nope", r, exitNotFound)
 			t.Logf("%s: %s", verb, lastLine(r.Stderr))
-			if !strings.Contains(r.Stderr, `"nope"`) && !strings.Contains(r.Stderr, " nope") {
+			// Under --output json the error is a JSON object: quotes come escaped.
+			if !strings.Contains(r.Stderr, `"nope"`) && !strings.Contains(r.Stderr, `\"nope\"`) && !strings.Contains(r.Stderr, " nope") {
 				t.Fatalf("%s does not name the table: %s", verb, r.Stderr)
 			}
 		}

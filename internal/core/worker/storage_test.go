@@ -39,7 +39,10 @@ func TestStorageFailureStopsTheTable(t *testing.T) {
 	if n := a.count(a.m.Errors, "bad", string(kindStorage)); n != 1 {
 		t.Fatalf("bad failed %v times on storage: it was retried", n)
 	}
-	if n := a.count(a.m.ClaimChanges, "bad", EventAcquired); n != 1 {
+	// The first failing fsync may be the WAL's epoch advance (during the
+	// acquisition) or the table's own (after it): either way the table is
+	// acquired at most once.
+	if n := a.count(a.m.ClaimChanges, "bad", EventAcquired); n > 1 {
 		t.Fatalf("bad acquired %v times after its storage failed", n)
 	}
 	if e.published("bad") {
