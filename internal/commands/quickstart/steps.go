@@ -68,6 +68,7 @@ func publishAll(ctx context.Context, opts *Options, res *Result) error {
 	var done int64
 	epoch, _, err := pub.All(ctx, opts.Table, func(r *publish.Result) {
 		done += int64(r.Rows)
+		res.Version = max(res.Version, r.Version)
 		prog.Update(progress.Status{Label: "publishing", Done: done, Total: res.Records, Extra: "records"})
 	})
 	prog.Done("")
