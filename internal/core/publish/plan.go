@@ -196,6 +196,7 @@ func BuildPlan(table string, start Watermarks, pending []Pending, lim Limits) (*
 	files := map[int][]Range{}
 	var bytes int64
 	gens := 0
+	var damaged []string
 	for progress := true; progress; {
 		progress = false
 		for _, q := range queues {
@@ -205,6 +206,13 @@ func BuildPlan(table string, start Watermarks, pending []Pending, lim Limits) (*
 			g := q.gens[0]
 			if g.First > q.next {
 				q.gens = nil // a gap (should not happen): stop this shard here
+				continue
+			}
+			if g.Damaged {
+				// Damage stops its own shard, never skipped (rule 18); the
+				// other shards are still planned.
+				damaged = append(damaged, fmt.Sprintf("shard %d positions %d..%d (%s)", q.shard, max(g.First, q.next), g.Last, g.Path))
+				q.gens = nil
 				continue
 			}
 			// A generation straddling the watermark contributes its tail only.
@@ -237,6 +245,11 @@ func BuildPlan(table string, start Watermarks, pending []Pending, lim Limits) (*
 		}
 	}
 	if len(ranges) == 0 {
+		if len(damaged) > 0 {
+			// Only damaged work is left: fail loudly, naming it.
+			return nil, fmt.Errorf("table %q: the WAL cannot serve %s: walctl doctor says what to decide (quarantine, or restore from a copy): %w",
+				table, strings.Join(damaged, ", "), errs.ErrCorrupt)
+		}
 		return nil, nil
 	}
 	p := &Plan{Kind: KindPlan, SchemaVersion: recordSchema, Table: table, Start: Watermarks{}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -260,4 +261,58 @@ func TestSkeletonOfACrashedCreatorIsFinished(t *testing.T) {
 	defer s.Release(context.Background())
 	drain(t, e.ctx, s)
 	e.exactlyOnce(e.tableIDs())
+}
+
+// Damage is contained to its shard (rule 18, issue 13 item 3): a damaged
+// generation stops publication of its own shard only; the other shards are
+// published, and once only the damage is left the round fails loudly (exit
+// 6) naming the file, never skipping it.
+func TestDamagedShardStopsOnlyItself(t *testing.T) {
+	e := newEnv(t, 2)
+	e.produce(0, 3, 10)
+	damagedIDs := maps.Clone(e.acked)
+	e.produce(1, 3, 10)
+	var data string
+	e.reopenWAL(func(dir string) {
+		m, err := filepath.Glob(filepath.Join(dir, "tables", "orders", "shard-0000", "gen-*.arrows"))
+		if err != nil || len(m) == 0 {
+			t.Fatalf("shard 0's generation files: %v %v", m, err)
+		}
+		data = m[0]
+		b, err := os.ReadFile(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := len(b) / 2; i < len(b)/2+32; i++ {
+			b[i] ^= 0xff
+		}
+		if err := os.WriteFile(data, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	s, err := e.publisher("w").Acquire(e.ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(context.Background())
+	var last error
+	for i := 0; i < 20 && last == nil; i++ {
+		_, last = s.Round(e.ctx)
+	}
+	if !errors.Is(last, errs.ErrCorrupt) || !strings.Contains(last.Error(), data) {
+		t.Fatalf("the round left with only damaged work: %v, want an integrity error naming %s", last, data)
+	}
+	got := map[int64]int{}
+	for _, id := range e.tableIDs() {
+		got[id]++
+	}
+	for id := range e.acked {
+		if _, bad := damagedIDs[id]; bad {
+			if got[id] != 0 {
+				t.Fatalf("id %d of the damaged shard was published", id)
+			}
+		} else if got[id] != 1 {
+			t.Fatalf("id %d of the healthy shard appears %d times", id, got[id])
+		}
+	}
 }
