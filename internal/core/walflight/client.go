@@ -59,6 +59,10 @@ type Client struct {
 	next    atomic.Uint64
 	closed  atomic.Bool
 	once    sync.Once
+	// sendReady makes every call wait for its connection to be ready before
+	// sending anything, failing with errNotSent otherwise (group clients:
+	// a request never sent may go to another member).
+	sendReady bool
 }
 
 var _ wal.Log = (*Client)(nil)
@@ -68,22 +72,25 @@ var _ wal.Log = (*Client)(nil)
 // refused token is ErrUnauthenticated; an unreachable server wraps
 // errs.ErrUnavailable.
 func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
-	if opts.Conns <= 0 {
-		opts.Conns = 4
+	c, err := newClient(addr, opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	if _, err := c.Tables(ctx); err != nil {
+		c.Close()
+		return nil, err
 	}
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = DefaultCallTimeout
-	}
+	return c, nil
+}
+
+func dialOptions(opts ClientOptions) ([]grpc.DialOption, error) {
 	creds := insecure.NewCredentials()
 	if opts.TLS {
 		var err error
 		if opts.CAFile != "" {
 			creds, err = credentials.NewClientTLSFromFile(opts.CAFile, opts.ServerName)
 			if err != nil {
-				return nil, fmt.Errorf("load CA file: %v: %w", err, errs.ErrInvalid)
+				return nil, fmt.Errorf("load CA file %s: %v: %w", opts.CAFile, err, errs.ErrInvalid)
 			}
 		} else {
 			creds = credentials.NewClientTLSFromCert(nil, opts.ServerName)
@@ -103,6 +110,26 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 				return s(metadata.AppendToOutgoingContext(ctx, md...), d, cc, m, o...)
 			}))
 	}
+	return dopts, nil
+}
+
+// newClient builds the pool without contacting the server (gRPC connects
+// lazily, on the first call).
+func newClient(addr string, opts ClientOptions, extra ...grpc.DialOption) (*Client, error) {
+	if opts.Conns <= 0 {
+		opts.Conns = 4
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	dopts, err := dialOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	dopts = append(dopts, extra...)
 	c := &Client{addr: addr, timeout: opts.CallTimeout}
 	for i := 0; i < opts.Conns; i++ {
 		cc, err := grpc.NewClient(addr, dopts...)
@@ -113,21 +140,23 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		c.conns = append(c.conns, cc)
 		c.fl = append(c.fl, flight.NewFlightServiceClient(cc))
 	}
-	if _, err := c.Tables(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
 	return c, nil
 }
 
 // Addr is the server address the client was dialled with.
 func (c *Client) Addr() string { return c.addr }
 
-func (c *Client) pick() (flight.FlightServiceClient, error) {
+func (c *Client) pick(ctx context.Context) (flight.FlightServiceClient, error) {
 	if c.closed.Load() {
 		return nil, wal.ErrClosed
 	}
-	return c.fl[c.next.Add(1)%uint64(len(c.fl))], nil
+	i := c.next.Add(1) % uint64(len(c.fl))
+	if c.sendReady {
+		if err := c.waitReady(ctx, c.conns[i]); err != nil {
+			return nil, err
+		}
+	}
+	return c.fl[i], nil
 }
 
 // Close closes the pool's connections; in-flight calls fail with an
@@ -147,7 +176,7 @@ func (c *Client) Close() error {
 
 // do runs one action and decodes its single result into out.
 func (c *Client) do(ctx context.Context, typ string, req, out any) error {
-	fl, err := c.pick()
+	fl, err := c.pick(ctx)
 	if err != nil {
 		return err
 	}
@@ -268,7 +297,7 @@ func (c *Client) Stats(ctx context.Context, table string, watermarks map[int]uin
 // ctx), the entry may or may not have been appended; it is never partly
 // visible.
 func (c *Client) Append(ctx context.Context, table string, shard int, rec arrow.RecordBatch) (uint64, error) {
-	fl, err := c.pick()
+	fl, err := c.pick(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -321,7 +350,7 @@ func (c *Client) Append(ctx context.Context, table string, shard int, rec arrow.
 // each next entry within CallTimeout (time spent in fn does not count), else
 // the read fails with ErrServerUnavailable.
 func (c *Client) Read(ctx context.Context, table string, shard int, from, to uint64, fn func(wal.Entry) error) error {
-	fl, err := c.pick()
+	fl, err := c.pick(ctx)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,8 @@ var sentinels = []struct {
 	err    error
 }{
 	{"EPOCH_CONFLICT", wal.ErrEpochConflict},
+	{"NOT_LEADER", ErrNotLeader},
+	{"NOT_REPLICATED", ErrNotReplicated},
 	{"STALE_EPOCH", wal.ErrStaleEpoch},
 	{"UNKNOWN_TABLE", wal.ErrUnknownTable},
 	{"TRIMMED", wal.ErrTrimmed},
@@ -63,6 +65,11 @@ func toStatus(err error) error {
 	}
 	if _, ok := status.FromError(err); ok && !isWalErr(err) {
 		return err
+	}
+	if nl, ok := asNotLeader(err); ok {
+		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.ErrorInfo{Domain: errorDomain,
+			Reason: "NOT_LEADER", Metadata: map[string]string{"leader_id": nl.LeaderID, "leader_peer": nl.LeaderPeer}})
+		return st.Err()
 	}
 	code := codes.Internal
 	switch {
@@ -140,6 +147,9 @@ func fromStatus(ctx context.Context, addr string, err error) error {
 		info, ok := d.(*errdetails.ErrorInfo)
 		if !ok || info.Domain != errorDomain {
 			continue
+		}
+		if info.Reason == "NOT_LEADER" {
+			return &NotLeaderError{Server: addr, LeaderID: info.Metadata["leader_id"], LeaderPeer: info.Metadata["leader_peer"]}
 		}
 		if info.Reason == "EPOCH_CONFLICT" {
 			expect, _ := strconv.ParseUint(info.Metadata["expect"], 10, 64)

@@ -19,8 +19,9 @@ import (
 // service implements the Flight RPCs on top of a wal.Log.
 type service struct {
 	flight.BaseFlightServer
-	log    wal.Log
-	logger *slog.Logger
+	log     wal.Log
+	replica Replica
+	logger  *slog.Logger
 }
 
 // fail converts err for the wire, logging what the operator must see on
@@ -128,7 +129,8 @@ func (s *service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 // ListActions lists the supported action types.
 func (s *service) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
 	for _, t := range []string{ActionCreateTable, ActionTable, ActionTables, ActionSeal, ActionGenerations,
-		ActionEpoch, ActionAdvanceEpoch, ActionTrim, ActionStats} {
+		ActionEpoch, ActionAdvanceEpoch, ActionTrim, ActionStats,
+		ActionMembers, ActionAddReplica, ActionRemoveReplica, ActionTransferLeader} {
 		if err := stream.Send(&flight.ActionType{Type: t}); err != nil {
 			return err
 		}
@@ -139,6 +141,12 @@ func (s *service) ListActions(_ *flight.Empty, stream flight.FlightService_ListA
 func (s *service) action(ctx context.Context, typ string, body []byte) (any, error) {
 	if len(body) == 0 {
 		body = []byte("{}")
+	}
+	if res, ok, err := replicaAction(ctx, s.replica, typ, body); ok {
+		return res, err
+	}
+	if typ == ActionTables {
+		return s.tables(ctx, body)
 	}
 	switch typ {
 	case ActionCreateTable:
@@ -165,24 +173,6 @@ func (s *service) action(ctx context.Context, typ string, body []byte) (any, err
 			return nil, err
 		}
 		return toWire(info)
-	case ActionTables:
-		var r struct{}
-		if err := decodeStrict(body, &r); err != nil {
-			return nil, err
-		}
-		infos, err := s.log.Tables(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]tableWire, 0, len(infos))
-		for _, info := range infos {
-			w, err := toWire(info)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, w)
-		}
-		return out, nil
 	case ActionSeal, ActionGenerations:
 		var r shardReq
 		if err := decodeStrict(body, &r); err != nil {
@@ -225,4 +215,24 @@ func (s *service) action(ctx context.Context, typ string, body []byte) (any, err
 		return s.log.Stats(ctx, r.Table, r.Watermarks)
 	}
 	return nil, fmt.Errorf("unknown action %q: %w", typ, errs.ErrInvalid)
+}
+
+func (s *service) tables(ctx context.Context, body []byte) (any, error) {
+	var r struct{}
+	if err := decodeStrict(body, &r); err != nil {
+		return nil, err
+	}
+	infos, err := s.log.Tables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tableWire, 0, len(infos))
+	for _, info := range infos {
+		w, err := toWire(info)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }

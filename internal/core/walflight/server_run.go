@@ -40,6 +40,10 @@ type ServerOptions struct {
 	MaxMessageBytes int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Replica, when the log is a replica of a replicated group, serves the
+	// membership actions (ActionMembers…); without it they fail with
+	// ErrNotReplicated.
+	Replica Replica
 }
 
 // Server serves a wal.Log over Arrow Flight.
@@ -85,7 +89,7 @@ func NewServer(l wal.Log, opts ServerOptions) (*Server, error) {
 			}))
 	}
 	g := grpc.NewServer(gopts...)
-	flight.RegisterFlightServiceServer(g, &service{log: l, logger: opts.Logger})
+	flight.RegisterFlightServiceServer(g, &service{log: l, replica: opts.Replica, logger: opts.Logger})
 	return &Server{grpc: g, logger: opts.Logger}, nil
 }
 

@@ -1,0 +1,199 @@
+package walflight
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// fakeReplica is a control-flow fake of one replica of a group: all replicas
+// share one real engine; only the one whose index is in leader accepts
+// mutations, the others refuse with a NotLeaderError (pre-proposal).
+// hangAppend makes the leader keep an append it received without answering
+// (a leader that lost its quorum mid-call).
+type fakeReplica struct {
+	wal.Log
+	idx        int32
+	leader     *atomic.Int32
+	appends    *atomic.Int64 // appends that reached any leader
+	hangAppend *atomic.Bool
+}
+
+func (f *fakeReplica) notLeader() error {
+	if f.leader.Load() == f.idx {
+		return nil
+	}
+	return &NotLeaderError{LeaderID: "r" + string(rune('0'+f.leader.Load()))}
+}
+
+func (f *fakeReplica) Append(ctx context.Context, table string, shard int, rec arrow.RecordBatch) (uint64, error) {
+	if err := f.notLeader(); err != nil {
+		return 0, err
+	}
+	f.appends.Add(1)
+	if f.hangAppend.Load() {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return f.Log.Append(ctx, table, shard, rec)
+}
+
+func (f *fakeReplica) CreateTable(ctx context.Context, name string, s *arrow.Schema, shards int) (wal.TableInfo, error) {
+	if err := f.notLeader(); err != nil {
+		return wal.TableInfo{}, err
+	}
+	return f.Log.CreateTable(ctx, name, s, shards)
+}
+
+type fakeGroup struct {
+	addrs      []string
+	leader     atomic.Int32
+	appends    atomic.Int64
+	hangAppend atomic.Bool
+}
+
+// startFakeGroup serves n fake replicas over one engine on loopback.
+func startFakeGroup(t *testing.T, n int) *fakeGroup {
+	t.Helper()
+	eng, err := wal.Open(t.TempDir(), wal.Options{QuickOpen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	g := &fakeGroup{}
+	for i := 0; i < n; i++ {
+		r := &fakeReplica{Log: eng, idx: int32(i), leader: &g.leader, appends: &g.appends, hangAppend: &g.hangAppend}
+		srv, err := NewServer(r, ServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(lis)
+		t.Cleanup(func() { srv.grpc.Stop() })
+		g.addrs = append(g.addrs, lis.Addr().String())
+	}
+	return g
+}
+
+func TestGroupClientFollowsTheLeader(t *testing.T) {
+	g := startFakeGroup(t, 3)
+	g.leader.Store(2)
+	c, err := NewGroupClient("g1", g.addrs, ClientOptions{CallTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.CreateTable(ctx, "t", testSchema, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 6; i++ {
+		if i == 4 {
+			g.leader.Store(0) // an election moved the leader
+		}
+		rec := makeRecord(int64(i), 2)
+		pos, err := c.Append(ctx, "t", 0, rec)
+		rec.Release()
+		if err != nil || pos != uint64(i) {
+			t.Fatalf("append %d = %d, %v; want position %d", i, pos, err, i)
+		}
+	}
+	if got := g.appends.Load(); got != 6 {
+		t.Fatalf("appends that reached a leader = %d, want 6 (a refusal by a follower is never an append)", got)
+	}
+	var seen []uint64
+	err = c.Read(ctx, "t", 0, 1, 6, func(e wal.Entry) error { seen = append(seen, e.Position); return nil })
+	if err != nil || len(seen) != 6 || seen[0] != 1 || seen[5] != 6 {
+		t.Fatalf("read = %v, %v", seen, err)
+	}
+}
+
+// An append the leader received and never answered is reported to the
+// producer as unknown, and sent to no other member: no duplicate.
+func TestGroupClientNeverRetriesAnAmbiguousAppend(t *testing.T) {
+	g := startFakeGroup(t, 3)
+	g.leader.Store(1)
+	c, err := NewGroupClient("g1", g.addrs, ClientOptions{CallTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.CreateTable(ctx, "t", testSchema, 1); err != nil {
+		t.Fatal(err)
+	}
+	g.hangAppend.Store(true)
+	rec := makeRecord(1, 1)
+	defer rec.Release()
+	_, err = c.Append(ctx, "t", 0, rec)
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("append to a leader that never answers: %v; want ErrOutcomeUnknown", err)
+	}
+	if !strings.Contains(err.Error(), "outcome unknown") || !strings.Contains(err.Error(), g.addrs[1]) {
+		t.Errorf("the error should say the outcome is unknown and name the member: %v", err)
+	}
+	if got := g.appends.Load(); got != 1 {
+		t.Fatalf("the append reached a leader %d times; want exactly 1 (never retried)", got)
+	}
+}
+
+// A group none of whose members answers fails within the call timeout,
+// naming every member tried.
+func TestGroupClientNoQuorumNamesTheMembersTried(t *testing.T) {
+	var addrs []string
+	for i := 0; i < 3; i++ {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, lis.Addr().String())
+		lis.Close() // nothing listens there any more
+	}
+	c, err := NewGroupClient("g9", addrs, ClientOptions{CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := makeRecord(1, 1)
+	defer rec.Release()
+	_, err = c.Append(context.Background(), "t", 0, rec)
+	if !errors.Is(err, errs.ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("append to a dead group: %v; want ErrUnavailable (nothing was sent, so not unknown)", err)
+	}
+	for _, a := range append(addrs, "g9", "--command-timeout") {
+		if !strings.Contains(err.Error(), a) {
+			t.Errorf("error does not name %s: %v", a, err)
+		}
+	}
+}
+
+func TestParseGroups(t *testing.T) {
+	g, err := ParseGroups("g1=a:1,b:2,c:3; g2=d:4")
+	if err != nil || len(g) != 2 || len(g["g1"]) != 3 || g["g2"][0] != "d:4" {
+		t.Fatalf("ParseGroups = %v, %v", g, err)
+	}
+	if g.String() != "g1=a:1,b:2,c:3;g2=d:4" {
+		t.Errorf("String = %q", g.String())
+	}
+	if _, err := g.Members("g3"); !errors.Is(err, ErrUnknownGroup) || !errors.Is(err, errs.ErrInvalid) ||
+		!strings.Contains(err.Error(), `"g3"`) || !strings.Contains(err.Error(), "g1, g2") {
+		t.Errorf("unknown group: %v", err)
+	}
+	for _, bad := range []string{"g1", "g1=a", "g1=a:1;g1=b:2", "g 1=a:1", "g1=a:1,a:1", "g1="} {
+		if _, err := ParseGroups(bad); !errors.Is(err, errs.ErrInvalid) {
+			t.Errorf("ParseGroups(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
