@@ -197,3 +197,45 @@ func TestParseGroups(t *testing.T) {
 		}
 	}
 }
+
+type mapPlacement map[string]string
+
+func (m mapPlacement) Group(_ context.Context, table string) (string, error) {
+	if g, ok := m[table]; ok {
+		return g, nil
+	}
+	return "", errs.ErrNotFound
+}
+
+func TestRouterSendsEachTableToItsGroup(t *testing.T) {
+	g1, g2 := startFakeGroup(t, 3), startFakeGroup(t, 3)
+	r := NewRouter(Groups{"g1": g1.addrs, "g2": g2.addrs}, mapPlacement{"a": "g1", "b": "g2", "lost": "g7"}, ClientOptions{CallTimeout: 5 * time.Second})
+	defer r.Close()
+	ctx := context.Background()
+	for _, tbl := range []string{"a", "b"} {
+		if _, err := r.CreateTable(ctx, tbl, testSchema, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Table(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	rec := makeRecord(1, 1)
+	defer rec.Release()
+	if _, err := r.Append(ctx, "a", 0, rec); err != nil {
+		t.Fatal(err)
+	}
+	if g1.appends.Load() != 1 || g2.appends.Load() != 0 {
+		t.Fatalf("appends to a: g1 %d, g2 %d; want 1, 0", g1.appends.Load(), g2.appends.Load())
+	}
+	if _, err := r.Append(ctx, "lost", 0, rec); !errors.Is(err, ErrUnknownGroup) || !strings.Contains(err.Error(), `"g7"`) {
+		t.Fatalf("a table placed in an unconfigured group: %v; want ErrUnknownGroup naming g7", err)
+	}
+	if _, err := r.Append(ctx, "nowhere", 0, rec); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("a table without placement: %v; want ErrNotFound", err)
+	}
+	infos, err := r.Tables(ctx)
+	if err != nil || len(infos) != 2 || infos[0].Name != "a" || infos[1].Name != "b" {
+		t.Fatalf("Tables = %v, %v", infos, err)
+	}
+}
