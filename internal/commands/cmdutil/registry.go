@@ -32,6 +32,9 @@ const (
 	KeyWALTLS                = "wal-tls"
 	KeyWALCAFile             = "wal-ca-file"
 	KeyWALConns              = "wal-conns"
+	// KeyWALGroups names the replicated WAL groups and their members' client
+	// addresses: "g1=host:port,host:port,host:port;g2=…" (DESIGN.md §6).
+	KeyWALGroups = "wal-groups"
 )
 
 // Publication settings shared by worker run, prepare, publish, quickstart
@@ -92,7 +95,8 @@ func init() {
 		Setting{Key: KeyWALMaxGenerationAge, Default: wal.DefaultMaxGenerationAge, Usage: "seal a WAL generation this long after it opened (in-process WAL)"},
 		Setting{Key: KeyWALTLS, Default: false, Usage: "use TLS to reach the WAL server"},
 		Setting{Key: KeyWALCAFile, Default: "", Usage: "PEM bundle verifying the WAL server's certificate"},
-		Setting{Key: KeyWALConns, Default: 4, Usage: "connections in the WAL client pool"},
+		Setting{Key: KeyWALConns, Default: 4, Usage: "connections in the WAL client pool (per member of a WAL group)"},
+		Setting{Key: KeyWALGroups, Flag: KeyWALGroups, Default: "", Usage: "replicated WAL groups: g1=host:port,host:port,host:port;g2=… (tables are placed in one with table create --group)"},
 
 		Setting{Key: KeyClaimTTL, Default: coord.DefaultClaimTTL, Usage: "lease TTL of a table claim; a holder whose keep-alive is older stops acting"},
 		Setting{Key: KeyPlanMaxBytes, Default: int64(publish.DefaultMaxPlanBytes), Usage: "WAL bytes one publication may cover"},

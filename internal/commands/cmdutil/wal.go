@@ -42,6 +42,14 @@ func (f *Factory) WAL(ctx context.Context) (wal.Log, error) {
 		return f.wal, nil
 	}
 	addr := f.Config.Global.WAL
+	if addr == "" && f.Config.String(KeyWALGroups) != "" {
+		groups, err := f.WALGroups()
+		if err != nil {
+			return nil, err
+		}
+		f.wal = f.newWALRouter(groups)
+		return f.wal, nil
+	}
 	if addr == "" {
 		eng, err := wal.Open(f.WALDir(), f.WALEngineOptions())
 		if err == nil {
@@ -62,14 +70,7 @@ func (f *Factory) WAL(ctx context.Context) (wal.Log, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.Config.Global.CommandTimeout)
 	defer cancel()
-	cli, err := walflight.Dial(cctx, addr, walflight.ClientOptions{
-		Conns:  f.Config.Int(KeyWALConns),
-		Token:  f.Config.Global.WALToken,
-		TLS:    f.Config.Bool(KeyWALTLS),
-		CAFile: f.Config.String(KeyWALCAFile),
-		// Every later call is bounded too, a streaming read per message.
-		CallTimeout: f.Config.Global.CommandTimeout,
-	})
+	cli, err := walflight.Dial(cctx, addr, f.walClientOptions())
 	if err != nil {
 		return nil, fmt.Errorf("WAL server %s: %w", addr, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/core/walflight"
 )
 
 // fakeWAL implements the wal.Log calls the table verbs make.
@@ -58,6 +59,7 @@ func TestCreateRun(t *testing.T) {
 	w := &fakeWAL{}
 	var printed any
 	opts := &CreateOptions{deps: fakeDeps(w, &printed), Name: "orders", SchemaFile: "s.json", Shards: 2,
+		Groups:    func() (walflight.Groups, error) { return nil, nil },
 		ReadInput: func(string) ([]byte, error) { return []byte(`[{"name": "id", "type": "int64"}]`), nil }}
 	if err := createRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
@@ -106,5 +108,34 @@ func TestTableFlags(t *testing.T) {
 	}
 	if _, _, err := cmdtest.Parse(t, NewCmdList, []string{"x"}); !cmdutil.IsFlagError(err) {
 		t.Fatalf("list with an argument: %v", err)
+	}
+}
+
+// With WAL groups configured, the table's group is recorded before it is
+// registered; an unknown group is refused before anything is written.
+func TestCreateRunPlacesTheTable(t *testing.T) {
+	w := &fakeWAL{}
+	var printed any
+	placed := map[string]string{}
+	opts := &CreateOptions{deps: fakeDeps(w, &printed), Name: "orders", SchemaFile: "s.json", Shards: 1,
+		Groups: func() (walflight.Groups, error) { return walflight.Groups{"g1": {"a:1"}, "g2": {"b:1"}}, nil },
+		Place: func(_ context.Context, table, group string) error {
+			if len(w.created) != 0 {
+				t.Errorf("placement recorded after the WAL registration")
+			}
+			placed[table] = group
+			return nil
+		},
+		ReadInput: func(string) ([]byte, error) { return []byte(`[{"name": "id", "type": "int64"}]`), nil }}
+	if err := createRun(context.Background(), opts); !cmdutil.IsFlagError(err) {
+		t.Fatalf("no --group with two groups: %v; want a usage error", err)
+	}
+	opts.Group = "g3"
+	if err := createRun(context.Background(), opts); !errors.Is(err, walflight.ErrUnknownGroup) || len(placed)+len(w.created) != 0 {
+		t.Fatalf("unknown group: %v (placed %v, created %v)", err, placed, w.created)
+	}
+	opts.Group = "g2"
+	if err := createRun(context.Background(), opts); err != nil || placed["orders"] != "g2" || len(w.created) != 1 {
+		t.Fatalf("create in g2: %v (placed %v, created %v)", err, placed, w.created)
 	}
 }
