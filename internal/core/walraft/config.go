@@ -39,6 +39,10 @@ type Config struct {
 	// SnapshotThreshold is the number of new raft entries after which a
 	// snapshot is taken and the raft log compacted (default 8192).
 	SnapshotThreshold uint64
+	// TrailingLogs is how many raft entries a compaction keeps behind a
+	// snapshot, so a briefly lagging follower catches up from the log
+	// rather than a snapshot (default 10240).
+	TrailingLogs uint64
 	// Clock drives the leader's age sealing; default the real clock.
 	Clock clock.WithTicker
 	// Logger receives replica events; default slog.Default().
@@ -71,6 +75,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

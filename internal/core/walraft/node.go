@@ -136,6 +136,7 @@ func (n *Node) startRaft(fresh bool) error {
 	rc.LeaderLeaseTimeout = n.cfg.HeartbeatTimeout / 2
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
+	rc.TrailingLogs = n.cfg.TrailingLogs
 	rc.NoSnapshotRestoreOnStart = true
 	rc.Logger = newHCLogger(n.log, "raft")
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.logs, n.snaps, n.trans); err != nil {
