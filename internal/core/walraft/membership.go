@@ -1,0 +1,114 @@
+package walraft
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/walctl/walctl/internal/core/errs"
+)
+
+// ErrUnknownMember marks a replica id that is not in the group.
+var ErrUnknownMember = fmt.Errorf("no such replica in the group: %w", errs.ErrNotFound)
+
+// AddReplica adds the replica at peerAddr (id "" = ask it for its id) as a
+// non-voter, waits until it has applied everything the leader had logged
+// when it was added, then promotes it to voter. Leader only. Cancelled
+// while waiting, the replica stays a non-voter (it keeps catching up; run
+// AddReplica again to promote it). Adding a voter again does nothing.
+func (n *Node) AddReplica(ctx context.Context, id, peerAddr string) error {
+	if err := n.leaderOnly(); err != nil {
+		return err
+	}
+	st, err := QueryStatus(ctx, peerAddr, n.cfg.Group, n.cfg.PeerTLS)
+	if err != nil {
+		return fmt.Errorf("add replica at %s: %w", peerAddr, err)
+	}
+	if id == "" {
+		id = st.ID
+	} else if st.ID != id {
+		return fmt.Errorf("add replica %s: %s answers as %s: %w", id, peerAddr, st.ID, errs.ErrConflict)
+	}
+	if s, ok, err := n.server(id); err != nil {
+		return err
+	} else if ok && s.Suffrage == raft.Voter {
+		return nil
+	}
+	if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
+		return n.membershipErr("add non-voter "+id, err)
+	}
+	if err := n.waitCaughtUp(ctx, peerAddr, n.raft.LastIndex()); err != nil {
+		return fmt.Errorf("replica %s joined as non-voter but is not promoted: %w", id, err)
+	}
+	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
+		return n.membershipErr("promote "+id, err)
+	}
+	n.log.Info("walraft: replica promoted to voter", "id", id, "peer_addr", peerAddr)
+	return nil
+}
+
+func (n *Node) waitCaughtUp(ctx context.Context, peerAddr string, target uint64) error {
+	t := n.cfg.Clock.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := QueryStatus(ctx, peerAddr, n.cfg.Group, n.cfg.PeerTLS)
+		if err == nil && st.AppliedIndex >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to apply raft index %d (status %+v, %v): %w", peerAddr, target, st, err, errs.ErrUnavailable)
+		case <-t.C():
+		}
+	}
+}
+
+// RemoveReplica removes a replica from the group. Leader only.
+func (n *Node) RemoveReplica(ctx context.Context, id string) error {
+	if err := n.leaderOnly(); err != nil {
+		return err
+	}
+	if _, ok, err := n.server(id); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("remove replica %s: %w", id, ErrUnknownMember)
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx)).Error(); err != nil {
+		return n.membershipErr("remove "+id, err)
+	}
+	return nil
+}
+
+// TransferLeader hands leadership to the voter id ("" = any up-to-date
+// voter) and returns once the transfer finished. Leader only.
+func (n *Node) TransferLeader(ctx context.Context, id string) error {
+	if err := n.leaderOnly(); err != nil {
+		return err
+	}
+	var f raft.Future
+	if id == "" {
+		f = n.raft.LeadershipTransfer()
+	} else {
+		s, ok, err := n.server(id)
+		if err != nil {
+			return err
+		}
+		if !ok || s.Suffrage != raft.Voter {
+			return fmt.Errorf("transfer leadership to %s: %w (or not a voter)", id, ErrUnknownMember)
+		}
+		f = n.raft.LeadershipTransferToServer(s.ID, s.Address)
+	}
+	if err := f.Error(); err != nil {
+		return n.membershipErr("transfer leadership", err)
+	}
+	return nil
+}
+
+func (n *Node) membershipErr(what string, err error) error {
+	switch err {
+	case raft.ErrNotLeader, raft.ErrLeadershipTransferInProgress:
+		return n.notLeader()
+	}
+	return fmt.Errorf("%s: %v: %w", what, err, errs.ErrUnavailable)
+}

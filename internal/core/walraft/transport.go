@@ -1,0 +1,236 @@
+package walraft
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/walctl/walctl/internal/core/errs"
+)
+
+// hello opens every peer connection (after TLS): the dialer names its group
+// and the engine settings that must be equal on every replica, and what it
+// wants: the raft protocol, or this replica's status.
+type hello struct {
+	V        int    `json:"v"`
+	Group    string `json:"group"`
+	GenBytes int64  `json:"gen_bytes"`
+	Kind     string `json:"kind"`
+	From     string `json:"from,omitempty"`
+}
+
+const (
+	kindRaft      = "raft"
+	kindStatus    = "status"
+	handshakeWait = 10 * time.Second
+	maxLine       = 4096
+)
+
+// streamLayer is the raft transport's connection layer: TCP, optionally
+// mutual TLS, and the group handshake. Connections that fail either are
+// closed and logged with the reason; raft only ever sees good ones.
+type streamLayer struct {
+	ln     net.Listener
+	tls    *tls.Config
+	me     hello
+	log    *slog.Logger
+	status func() Status
+
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newStreamLayer(addr string, tlsConf *tls.Config, me hello, log *slog.Logger) (*streamLayer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("peer transport: listen on %s: %v: %w", addr, err, errs.ErrUnavailable)
+	}
+	s := &streamLayer{ln: ln, tls: tlsConf, me: me, log: log, conns: make(chan net.Conn), done: make(chan struct{})}
+	go s.acceptLoop()
+	return s, nil
+}
+
+func (s *streamLayer) acceptLoop() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.log.Error("walraft: peer listener failed", "addr", s.ln.Addr().String(), "err", err)
+			return
+		}
+		go s.admit(c)
+	}
+}
+
+// admit runs the server side of the handshake.
+func (s *streamLayer) admit(c net.Conn) {
+	remote := c.RemoteAddr().String()
+	c.SetDeadline(time.Now().Add(handshakeWait))
+	if s.tls != nil {
+		tc := tls.Server(c, s.tls)
+		if err := tc.Handshake(); err != nil {
+			s.log.Warn("walraft: refused peer connection: TLS handshake failed", "remote", remote, "err", err)
+			c.Close()
+			return
+		}
+		c = tc
+	}
+	line, err := readLine(c)
+	var h hello
+	if err == nil {
+		err = json.Unmarshal(line, &h)
+	}
+	if err != nil {
+		s.log.Warn("walraft: refused peer connection: bad handshake", "remote", remote, "err", err)
+		c.Close()
+		return
+	}
+	if reason := s.me.mismatch(h); reason != "" {
+		s.log.Warn("walraft: refused peer connection", "remote", remote, "peer", h.From, "reason", reason)
+		io.WriteString(c, "refused: "+reason+"\n")
+		c.Close()
+		return
+	}
+	if h.Kind == kindStatus {
+		b, _ := json.Marshal(s.status())
+		c.Write(append(b, '\n'))
+		c.Close()
+		return
+	}
+	if _, err := io.WriteString(c, "ok\n"); err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	select {
+	case s.conns <- c:
+	case <-s.done:
+		c.Close()
+	}
+}
+
+// mismatch says why a peer's hello is refused, or "".
+func (me hello) mismatch(h hello) string {
+	switch {
+	case h.V != me.V:
+		return fmt.Sprintf("protocol version %d, this replica speaks %d", h.V, me.V)
+	case h.Group != me.Group:
+		return fmt.Sprintf("peer is in group %q, this replica in group %q", h.Group, me.Group)
+	case h.Kind == kindRaft && h.GenBytes != me.GenBytes:
+		return fmt.Sprintf("peer seals generations at %d bytes, this replica at %d (must be equal in a group)", h.GenBytes, me.GenBytes)
+	case h.Kind != kindRaft && h.Kind != kindStatus:
+		return fmt.Sprintf("unknown connection kind %q", h.Kind)
+	}
+	return ""
+}
+
+func readLine(r io.Reader) ([]byte, error) {
+	var out []byte
+	var b [1]byte
+	for len(out) < maxLine {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, err
+		}
+		if b[0] == '\n' {
+			return out, nil
+		}
+		out = append(out, b[0])
+	}
+	return nil, fmt.Errorf("handshake line longer than %d bytes", maxLine)
+}
+
+// dial connects to a peer and runs the client side of the handshake; the
+// reply line is returned (ok, a status, or the refusal).
+func dial(addr string, tlsConf *tls.Config, h hello, timeout time.Duration) (net.Conn, []byte, error) {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial peer %s: %v: %w", addr, err, errs.ErrUnavailable)
+	}
+	c.SetDeadline(time.Now().Add(max(timeout, handshakeWait)))
+	if tlsConf != nil {
+		conf := tlsConf.Clone()
+		if conf.ServerName == "" {
+			host, _, _ := net.SplitHostPort(addr)
+			conf.ServerName = host
+		}
+		tc := tls.Client(c, conf)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, nil, fmt.Errorf("peer %s: TLS handshake: %v: %w", addr, err, ErrRefused)
+		}
+		c = tc
+	}
+	b, _ := json.Marshal(h)
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("peer %s: handshake: %v: %w", addr, err, errs.ErrUnavailable)
+	}
+	line, err := readLine(c)
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("peer %s: handshake reply: %v (a refused TLS certificate shows here; the peer's log says why): %w", addr, err, ErrRefused)
+	}
+	if r, ok := strings.CutPrefix(string(line), "refused: "); ok {
+		c.Close()
+		return nil, nil, fmt.Errorf("peer %s: %s: %w", addr, r, ErrRefused)
+	}
+	c.SetDeadline(time.Time{})
+	return c, line, nil
+}
+
+// Dial implements raft.StreamLayer.
+func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	h := s.me
+	h.Kind = kindRaft
+	c, line, err := dial(string(address), s.tls, h, timeout)
+	if err != nil {
+		s.log.Warn("walraft: peer connection failed", "peer", string(address), "err", err)
+		return nil, err
+	}
+	if string(line) != "ok" {
+		c.Close()
+		return nil, fmt.Errorf("peer %s: unexpected handshake reply %q: %w", address, line, ErrRefused)
+	}
+	return c, nil
+}
+
+// Accept implements net.Listener (raft.StreamLayer).
+func (s *streamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener.
+func (s *streamLayer) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.done)
+		err = s.ln.Close()
+	})
+	return err
+}
+
+// Addr implements net.Listener.
+func (s *streamLayer) Addr() net.Addr { return s.ln.Addr() }
