@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/walraft"
 )
 
 // Membership actions, served when the server's log is a replica of a
@@ -63,21 +64,13 @@ func (e *NotLeaderError) Error() string {
 // Unwrap makes errors.Is(err, ErrNotLeader) hold.
 func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
 
-// Member is one replica of a group as `walctl wal members` shows it.
-type Member struct {
-	ID           string `json:"id"`
-	Name         string `json:"name"`
-	PeerAddr     string `json:"peer_addr"`
-	Voter        bool   `json:"voter"`
-	Leader       bool   `json:"leader"`
-	AppliedIndex uint64 `json:"applied_index"`
-	// Lag is how many log entries the replica is behind the leader's last
-	// index (0 for the leader; as known by the replica that answered).
-	Lag uint64 `json:"lag"`
-}
+// Member is one replica of a group as `walctl wal members` shows it (the
+// replica's own description: id, name, peer address, voter, leader,
+// applied index, lag).
+type Member = walraft.Member
 
 // Replica is the membership surface of a replicated WAL group's replica
-// (the Raft node behind a `wal serve`). Each method says what it does on a
+// (the Raft node behind a `wal serve`: *walraft.Node). Each method says what it does on a
 // follower: AddReplica, RemoveReplica and TransferLeader need the leader and
 // fail there with a *NotLeaderError before doing anything.
 type Replica interface {
@@ -142,5 +135,10 @@ func asNotLeader(err error) (*NotLeaderError, bool) {
 	if errors.As(err, &nl) {
 		return nl, true
 	}
+	var rl *walraft.NotLeaderError
+	if errors.As(err, &rl) {
+		return &NotLeaderError{LeaderID: rl.LeaderID, LeaderPeer: rl.LeaderAddr}, true
+	}
 	return nil, false
 }
+var _ Replica = (*walraft.Node)(nil)

@@ -153,10 +153,7 @@ type ServeOptions struct {
 // locked by another process (naming its pid), corrupt, or the address
 // cannot be bound.
 func Serve(ctx context.Context, dir, listenAddr string, opts ServeOptions) (err error) {
-	logger := opts.Server.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger := opts.logger()
 	if opts.Engine.Logger == nil {
 		opts.Engine.Logger = logger
 	}
@@ -169,16 +166,41 @@ func Serve(ctx context.Context, dir, listenAddr string, opts ServeOptions) (err 
 			err = cerr
 		}
 	}()
-	srv, err := NewServer(eng, opts.Server)
+	lis, err := listen(listenAddr)
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", listenAddr)
+	return serveOn(ctx, eng, lis, opts, "dir", dir)
+}
+
+func (o ServeOptions) logger() *slog.Logger {
+	if o.Server.Logger == nil {
+		return slog.Default()
+	}
+	return o.Server.Logger
+}
+
+// listen binds the client address; a failure names it and the reason.
+func listen(addr string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %v: %w", listenAddr, err, errs.ErrUnavailable)
+		return nil, fmt.Errorf("listen on %s: %v: %w", addr, err, errs.ErrUnavailable)
+	}
+	return lis, nil
+}
+
+// serveOn serves l on lis until ctx ends, then shuts down gracefully. It
+// closes lis; the caller closes l.
+func serveOn(ctx context.Context, l wal.Log, lis net.Listener, opts ServeOptions, what ...any) error {
+	logger := opts.logger()
+	opts.Server.Logger = logger
+	srv, err := NewServer(l, opts.Server)
+	if err != nil {
+		lis.Close()
+		return err
 	}
 	addr := lis.Addr()
-	logger.Info("walflight: serving WAL", "dir", dir, "addr", addr.String(), "tls", opts.Server.TLSCertFile != "", "token", opts.Server.Token != "")
+	logger.Info("walflight: serving WAL", append(what, "addr", addr.String(), "tls", opts.Server.TLSCertFile != "", "token", opts.Server.Token != "")...)
 	if opts.AddrFile != "" {
 		if err := writeAddrFile(opts.AddrFile, addr.String()); err != nil {
 			lis.Close()
