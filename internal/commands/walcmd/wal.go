@@ -20,9 +20,10 @@ import (
 func NewCmdWAL(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wal <command>",
-		Short: "Append to, seal, inspect, serve and quarantine the write-ahead log",
+		Short: "Append to, seal, inspect, serve, replicate and quarantine the write-ahead log",
 	}
-	cmd.AddCommand(NewCmdAppend(f, nil), NewCmdSeal(f, nil), NewCmdStats(f, nil), NewCmdServe(f, nil), NewCmdLoad(f, nil), NewCmdQuarantine(f, nil))
+	cmd.AddCommand(NewCmdAppend(f, nil), NewCmdSeal(f, nil), NewCmdStats(f, nil), NewCmdServe(f, nil), NewCmdLoad(f, nil), NewCmdQuarantine(f, nil),
+		NewCmdMembers(f, nil), NewCmdAddReplica(f, nil), NewCmdRemoveReplica(f, nil), NewCmdTransferLeader(f, nil))
 	return cmd
 }
 

@@ -141,4 +141,5 @@ func asNotLeader(err error) (*NotLeaderError, bool) {
 	}
 	return nil, false
 }
+
 var _ Replica = (*walraft.Node)(nil)
