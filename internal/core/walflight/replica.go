@@ -79,7 +79,8 @@ type Replica interface {
 	// Members lists the group's configuration with each member's progress.
 	Members(ctx context.Context) ([]Member, error)
 	// AddReplica adds id at peerAddr as a non-voter, waits until it has
-	// caught up, then promotes it to voter.
+	// caught up, then promotes it to voter (id "" = the id the replica at
+	// peerAddr answers with).
 	AddReplica(ctx context.Context, id, peerAddr string) error
 	// RemoveReplica removes id from the group.
 	RemoveReplica(ctx context.Context, id string) error
@@ -116,8 +117,8 @@ func replicaAction(ctx context.Context, r Replica, typ string, body []byte) (res
 		}
 		return ms, true, err
 	case ActionAddReplica:
-		if req.ID == "" || req.PeerAddr == "" {
-			return nil, true, fmt.Errorf("add-replica needs an id and a peer address: %w", errs.ErrInvalid)
+		if req.PeerAddr == "" {
+			return nil, true, fmt.Errorf("add-replica needs a peer address: %w", errs.ErrInvalid)
 		}
 		return emptyResp{}, true, r.AddReplica(ctx, req.ID, req.PeerAddr)
 	case ActionRemoveReplica:
