@@ -63,6 +63,9 @@ type Client struct {
 	// sending anything, failing with errNotSent otherwise (group clients:
 	// a request never sent may go to another member).
 	sendReady bool
+	// connectTimeout bounds the wait for a ready connection (default the
+	// call timeout): a group gives each member a share of its budget.
+	connectTimeout time.Duration
 }
 
 var _ wal.Log = (*Client)(nil)

@@ -50,11 +50,12 @@ type GroupClient struct {
 }
 
 type groupMember struct {
-	addr string
-	opts ClientOptions
-	once sync.Once
-	cli  *Client
-	err  error
+	addr  string
+	share time.Duration // of the call timeout, for one attempt
+	opts  ClientOptions
+	once  sync.Once
+	cli   *Client
+	err   error
 }
 
 func (m *groupMember) client() (*Client, error) {
@@ -65,6 +66,7 @@ func (m *groupMember) client() (*Client, error) {
 		}))
 		if m.cli != nil {
 			m.cli.sendReady = true
+			m.cli.connectTimeout = m.share
 		}
 	})
 	return m.cli, m.err
@@ -83,7 +85,7 @@ func NewGroupClient(name string, addrs []string, opts ClientOptions) (*GroupClie
 	}
 	g := &GroupClient{name: name, timeout: opts.CallTimeout}
 	for _, a := range addrs {
-		g.members = append(g.members, &groupMember{addr: a, opts: opts})
+		g.members = append(g.members, &groupMember{addr: a, opts: opts, share: g.share(len(addrs))})
 	}
 	return g, nil
 }
@@ -156,11 +158,7 @@ func (g *GroupClient) run(ctx context.Context, op string, kind callKind, start i
 			if err != nil {
 				return err
 			}
-			fctx := octx
-			if kind == stream {
-				fctx = ctx
-			}
-			err = fn(fctx, cli)
+			err = g.attempt(ctx, octx, kind, m, cli, fn)
 			if err == nil {
 				if kind == mutation {
 					g.leader.Store(int64(idx))
@@ -192,6 +190,29 @@ func (g *GroupClient) run(ctx context.Context, op string, kind callKind, start i
 		}
 		delay = min(2*delay, time.Second)
 	}
+}
+
+// share is one member's slice of the call timeout: a member that hangs
+// (a SIGSTOPped process whose kernel still accepts connections) must leave
+// time to try the others.
+func (g *GroupClient) share(n int) time.Duration {
+	return max(g.timeout/time.Duration(n+1), 200*time.Millisecond)
+}
+
+// attempt calls fn on one member. A read attempt gets the member's share of
+// the budget (a stream is bounded per message by the client instead); a
+// mutation gets the whole remaining budget: once sent it is never sent
+// elsewhere, so cutting it short would only make more outcomes unknown.
+func (g *GroupClient) attempt(ctx, octx context.Context, kind callKind, m *groupMember, cli *Client, fn func(context.Context, *Client) error) error {
+	switch kind {
+	case stream:
+		return fn(ctx, cli)
+	case idempotent:
+		actx, cancel := context.WithTimeout(octx, m.share)
+		defer cancel()
+		return fn(actx, cli)
+	}
+	return fn(octx, cli)
 }
 
 // retryable reports whether another member may answer where this one could

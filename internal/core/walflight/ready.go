@@ -17,7 +17,11 @@ var errNotSent = fmt.Errorf("request not sent: %w", ErrServerUnavailable)
 // fails to connect (refused, TLS handshake refused) or is not ready when ctx
 // ends (or the call timeout passes) yields errNotSent naming the state.
 func (c *Client) waitReady(ctx context.Context, cc *grpc.ClientConn) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	budget := c.timeout
+	if c.connectTimeout > 0 {
+		budget = c.connectTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	for {
 		st := cc.GetState()
