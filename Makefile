@@ -15,7 +15,7 @@ GORELEASER_VERSION := v2.15.1
 ORACLE    := tools/lance-oracle
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build test unit lint vet fmt-check deps oracle kube-apiserver tools release-check generate qualify powerloss chaos bench clean
+.PHONY: all build test unit lint vet fmt-check deps oracle kube-apiserver tools release-check generate qualify qualify-replicated powerloss chaos bench clean
 
 all: build
 
@@ -106,6 +106,14 @@ generate:
 QUALIFY_BYTES ?= 192MiB
 qualify: oracle
 	WALCTL_QUALIFY_BYTES=$(QUALIFY_BYTES) $(GO) test -count=1 -v -timeout 60m -run TestRecoveryAfterSIGKILLMidPublication ./internal/qualify
+
+## qualify-replicated: nine `wal serve` replicas (three groups of three,
+## mutual TLS) all SIGKILLed with 192 MiB ACKed and unpublished, restarted,
+## published; checked by the official LanceDB reader and walctl verify. The
+## test suite runs the same test on 8 MiB.
+REPLICA_BYTES ?= 192MiB
+qualify-replicated: oracle
+	WALCTL_REPLICA_BYTES=$(REPLICA_BYTES) $(GO) test -count=1 -v -timeout 60m -run 'TestNineReplicas' ./internal/walreplica
 
 ## powerloss: power cuts on a file system that forgets whatever was never
 ## made durable (internal/testutil/powerfs, a FUSE loopback in the spirit of

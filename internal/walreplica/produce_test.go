@@ -159,3 +159,12 @@ func oracleIDs(ctx context.Context, t *testing.T, path string) ([]int64, [][32]b
 	}
 	return ids, bodies
 }
+
+func newGen(t *testing.T, firstID int64) *synth.Generator {
+	gen, err := synth.New(arrowSchema, uint64(firstID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen.NextID, gen.StringBytes = firstID, 1000
+	return gen
+}

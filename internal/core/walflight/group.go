@@ -171,6 +171,8 @@ func (g *GroupClient) run(ctx context.Context, op string, kind callKind, start i
 			if !retryable(err, kind) {
 				return err
 			}
+			// The next call starts past a member that refused or failed.
+			g.leader.CompareAndSwap(int64(idx), int64((idx+1)%len(g.members)))
 			if kind == mutation && !errors.Is(err, ErrNotLeader) && !errors.Is(err, errNotSent) {
 				return fmt.Errorf("WAL group %s: %s via %s: %w; not sent again, to avoid a duplicate: read the state back before retrying: %w",
 					g.name, op, m.addr, ErrOutcomeUnknown, err)
