@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/replbench"
 	"github.com/walctl/walctl/internal/core/wal/walbench"
 )
 
@@ -38,6 +40,10 @@ type WALOptions struct {
 	Dir       string
 	Producers []int
 	Config    walbench.Config
+	// Replicas > 0 also measures a replicated group of that many `wal
+	// serve` processes of Exe.
+	Replicas int
+	Exe      string
 }
 
 // NewCmdWAL returns `bench wal`.
@@ -53,12 +59,31 @@ and the disk's own bandwidth with dd if=/dev/zero bs=1M conv=fdatasync before,
 between and after the runs; print each run's ratio to the higher of the two
 dd measured right around it (shared disks drift). Each producer appends one
 untimed batch first (warm-up), and every measurement starts after sync(2), so
-none pays for the one before. Scratch files are removed.`,
-		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json",
+none pays for the one before. Scratch files are removed.
+
+With --replicas N, the same producer counts also run against a replicated
+group of N 'wal serve' processes on this disk (started, grouped and stopped
+by the benchmark), through the group client: ACKed MiB/s, p50/p99 ACK
+latency, bytes each replica process wrote per ACKed byte (/proc/<pid>/io
+write_bytes) and disk efficiency = ACKed MiB/s × N ÷ dd MiB/s.
+
+EXIT STATUS
+  0 measured, 2 bad flags, 5 the disk, a replica or the group failed.`,
+		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json\n  walctl bench wal --replicas 3 --mib-per-run 256 --dd-mib 256",
 		Args:    cmdutil.ExactArgs(0, "bench wal takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Config = walbench.Config{Dir: opts.Dir, Producers: opts.Producers, EntryBytes: entry, BytesPerRun: int64(perRun) << 20, DDMiB: dd}
 			opts.DataDir = f.Global().DataDir
+			if opts.Replicas < 0 || opts.Replicas == 2 || opts.Replicas > 7 {
+				return cmdutil.FlagErrorf("--replicas must be 0 (off), 1 or 3 to 7, not %d", opts.Replicas)
+			}
+			if opts.Replicas > 0 {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				opts.Exe = exe
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -70,6 +95,7 @@ none pays for the one before. Scratch files are removed.`,
 	cmd.Flags().IntVar(&entry, "entry-bytes", 1<<20, "bytes per appended record batch")
 	cmd.Flags().IntVar(&perRun, "mib-per-run", 512, "MiB appended per producer count")
 	cmd.Flags().IntVar(&dd, "dd-mib", 512, "MiB written by each dd measurement")
+	cmd.Flags().IntVar(&opts.Replicas, "replicas", 0, "also measure a replicated group of this many wal serve processes (3 or 5)")
 	return cmd
 }
 
@@ -81,6 +107,9 @@ func walRun(ctx context.Context, opts *WALOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.ErrOut, "measuring the disk under %s and the WAL with %v producers…\n", opts.Config.Dir, opts.Config.Producers)
+	if opts.Replicas > 0 {
+		return replicatedRun(ctx, opts)
+	}
 	res, err := walbench.Run(ctx, opts.Config)
 	if err != nil {
 		return err
@@ -90,6 +119,26 @@ func walRun(ctx context.Context, opts *WALOptions) error {
 		t := render.NewTable("producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "ratio to dd")
 		for _, r := range res.Runs {
 			t.Add(fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.Ratio))
+		}
+		return t
+	})
+}
+
+func replicatedRun(ctx context.Context, opts *WALOptions) error {
+	res, err := replbench.Measure(ctx, replbench.Config{Config: opts.Config, Exe: opts.Exe, Replicas: opts.Replicas})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.ErrOut, "dd conv=fdatasync: %s MiB/s (before, between and after the runs)\n", ddList(res.DDs))
+	return opts.Print(res, func() *render.Table {
+		t := render.NewTable("mode", "producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "write amp per replica", "disk efficiency")
+		for _, r := range res.Runs {
+			amp := make([]string, len(r.WriteAmp))
+			for i, a := range r.WriteAmp {
+				amp[i] = fmt.Sprintf("%.2f", a)
+			}
+			t.Add(r.Mode, fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms),
+				fmt.Sprintf("%.1f", r.DDMiBps), strings.Join(amp, " "), fmt.Sprintf("%.2f", r.DiskEfficiency))
 		}
 		return t
 	})

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/replbench"
 	"github.com/walctl/walctl/internal/core/wal/walbench"
+	"github.com/walctl/walctl/internal/testutil/walctlbin"
 )
 
 // bench wal measures each producer count beside dd in a scratch dir and
@@ -22,3 +24,35 @@ func TestWALRun(t *testing.T) {
 		t.Fatalf("%+v", printed)
 	}
 }
+
+// bench wal --replicas 3 runs a real group of wal serve processes: every
+// replica writes at least each ACKed byte (the ACK waited for a quorum's
+// fsync, and the third replica caught up), and the single-directory engine
+// is measured in the same run.
+func TestWALRunReplicated(t *testing.T) {
+	var printed any
+	opts := &WALOptions{out: out{ErrOut: io.Discard, Print: func(v any, _ func() *render.Table) error { printed = v; return nil }},
+		Config:   walbench.Config{Dir: t.TempDir(), Producers: []int{4}, EntryBytes: 256 << 10, BytesPerRun: 8 << 20, DDMiB: 1},
+		Replicas: 3, Exe: walctlBin}
+	if err := walRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	res, ok := printed.(replbench.Result)
+	if !ok || len(res.Runs) != 2 || res.Runs[0].Mode != "single-directory" || res.Runs[1].Mode != "replicated" {
+		t.Fatalf("%+v", printed)
+	}
+	r := res.Runs[1]
+	if r.MiBps <= 0 || len(r.WriteAmp) != 3 || r.DiskEfficiency <= 0 {
+		t.Fatalf("replicated run %+v", r)
+	}
+	for i, a := range r.WriteAmp {
+		if a < 0.9 {
+			t.Errorf("replica %d wrote %.2f bytes per ACKed byte: less than the data it holds", i, a)
+		}
+	}
+	t.Logf("replicated: %.1f MiB/s, write amplification %v, disk efficiency %.2f", r.MiBps, r.WriteAmp, r.DiskEfficiency)
+}
+
+var walctlBin string
+
+func TestMain(m *testing.M) { walctlbin.Main(m, &walctlBin) }

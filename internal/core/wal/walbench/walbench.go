@@ -318,3 +318,15 @@ func percentile(s []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Record builds one benchmark batch of about n bytes (random 4 KiB rows) of
+// Schema, for other benchmarks of the WAL (the replicated one).
+func Record(n int) arrow.RecordBatch { return record(n) }
+
+// Schema is the benchmark table's schema.
+func Schema() *arrow.Schema { return schema }
+
+// Latencies turns sorted ACK latencies into p50 and p99 milliseconds.
+func Latencies(sorted []time.Duration) (p50, p99 float64) {
+	return ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.99))
+}
