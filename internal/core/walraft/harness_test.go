@@ -167,8 +167,8 @@ func (c *cluster) leader() *Node {
 	return nil
 }
 
-// waitApplied waits until every running replica has applied the leader's
-// last index.
+// waitApplied waits until every running replica knows the leader's last
+// index committed and has applied every command up to it.
 func (c *cluster) waitApplied() {
 	c.t.Helper()
 	target := c.leader().raft.LastIndex()
@@ -177,7 +177,7 @@ func (c *cluster) waitApplied() {
 		ok := true
 		c.mu.Lock()
 		for _, n := range c.nodes {
-			if n != nil && n.raft.AppliedIndex() < target {
+			if n != nil && (n.raft.CommitIndex() < target || n.caughtUp() != nil) {
 				ok = false
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/hashicorp/raft"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -92,14 +93,34 @@ func (n *Node) Trim(ctx context.Context, table string, shard int, through, epoch
 // readable refuses reads on a replica that has not applied everything it
 // knows the group committed, or has never heard from a group.
 func (n *Node) readable() (*wal.Engine, func(), error) {
-	commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex()
-	if commit == 0 {
-		return nil, nil, fmt.Errorf("replica %s has not joined a group yet (nothing committed): %w", n.ident.ID, ErrBehind)
-	}
-	if applied < commit {
-		return nil, nil, fmt.Errorf("replica %s has applied raft index %d of %d committed: %w", n.ident.ID, applied, commit, ErrBehind)
+	if err := n.caughtUp(); err != nil {
+		return nil, nil, err
 	}
 	return n.fsm.engine()
+}
+
+// caughtUp checks that every command up to the commit index this replica
+// knows has been applied here. raft's own applied index counts entries
+// handed to the FSM, not applied by it, so the log is consulted for the
+// entries between the FSM's progress and the commit index: only
+// configuration and no-op entries may remain there.
+func (n *Node) caughtUp() error {
+	commit := n.raft.CommitIndex()
+	if commit == 0 {
+		return fmt.Errorf("replica %s has not joined a group yet (nothing committed): %w", n.ident.ID, ErrBehind)
+	}
+	applied := n.fsm.index.Load()
+	for i := max(applied, n.checked.Load()) + 1; i <= commit; i++ {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return fmt.Errorf("replica %s has applied raft index %d of %d committed (%v): %w", n.ident.ID, applied, commit, err, ErrBehind)
+		}
+		if l.Type == raft.LogCommand {
+			return fmt.Errorf("replica %s has applied raft index %d of %d committed: %w", n.ident.ID, applied, commit, ErrBehind)
+		}
+	}
+	n.checked.Store(max(commit, n.checked.Load()))
+	return nil
 }
 
 // Table implements wal.Log from this replica's applied state.

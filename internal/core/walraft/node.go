@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -32,9 +34,14 @@ type Node struct {
 	fsm    *fsm
 	raft   *raft.Raft
 	logs   *raftwal.WAL
+	meta   *metadb.BoltMetaDB
 	snaps  *raft.FileSnapshotStore
 	stream *streamLayer
 	trans  *raft.NetworkTransport
+
+	// checked is a commit index up to which caughtUp found no command
+	// beyond the FSM's progress.
+	checked atomic.Uint64
 
 	stop      chan struct{}
 	sealDone  chan struct{}
@@ -83,7 +90,11 @@ func (n *Node) openStores() error {
 	if err := durable.MkdirAll(rd, 0o755); err != nil {
 		return err
 	}
-	if n.logs, err = raftwal.Open(rd, raftwal.WithLogger(newHCLogger(n.log, "raft-wal"))); err != nil {
+	// raft-wal v0.4.0 never closes the metadata store it opens itself, so
+	// a replica reopened in the same process would wait forever on its
+	// flock: hand it one and close it after the log (closeStores).
+	n.meta = &metadb.BoltMetaDB{}
+	if n.logs, err = raftwal.Open(rd, raftwal.WithMetaStore(n.meta), raftwal.WithLogger(newHCLogger(n.log, "raft-wal"))); err != nil {
 		return fmt.Errorf("open raft log %s: %w", rd, err)
 	}
 	sd := filepath.Join(n.cfg.Dir, snapDir)
@@ -187,6 +198,9 @@ func (n *Node) closeStores() {
 	}
 	if n.logs != nil {
 		n.logs.Close()
+	}
+	if n.meta != nil {
+		n.meta.Close()
 	}
 	if n.fsm != nil {
 		if err := n.fsm.close(); err != nil && n.closeErr == nil {
