@@ -68,7 +68,7 @@ func baseConfig(t *testing.T, name string) (Config, *logBuf) {
 	lb := &logBuf{}
 	return Config{
 		Dir: filepath.Join(t.TempDir(), name), Group: "g1", Name: name, PeerAddr: "127.0.0.1:0",
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 		Engine: wal.Options{MaxGenerationBytes: 1 << 20, MaxGenerationAge: -1},
 		Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}, lb

@@ -9,6 +9,10 @@ import (
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
+// ErrAddressInUse marks an AddReplica whose address is held by another
+// replica id in the group (typically the old id of a wiped replica).
+var ErrAddressInUse = fmt.Errorf("peer address held by another replica: %w", errs.ErrConflict)
+
 // ErrUnknownMember marks a replica id that is not in the group.
 var ErrUnknownMember = fmt.Errorf("no such replica in the group: %w", errs.ErrNotFound)
 
@@ -34,6 +38,11 @@ func (n *Node) AddReplica(ctx context.Context, id, peerAddr string) error {
 		return err
 	} else if ok && s.Suffrage == raft.Voter {
 		return nil
+	}
+	if holder, err := n.addressHolder(peerAddr); err != nil {
+		return err
+	} else if holder != "" && holder != id {
+		return fmt.Errorf("add replica %s: address %s belongs to replica %s in the group (a wiped or replaced replica): remove it first: %w", id, peerAddr, holder, ErrAddressInUse)
 	}
 	if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
 		return n.membershipErr("add non-voter "+id, err)
@@ -111,4 +120,17 @@ func (n *Node) membershipErr(what string, err error) error {
 		return n.notLeader()
 	}
 	return fmt.Errorf("%s: %v: %w", what, err, errs.ErrUnavailable)
+}
+
+func (n *Node) addressHolder(addr string) (string, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return "", fmt.Errorf("read group configuration: %v: %w", err, errs.ErrUnavailable)
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.Address) == addr {
+			return string(s.ID), nil
+		}
+	}
+	return "", nil
 }
