@@ -82,7 +82,8 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	var out []Member
 	var leaderLast uint64
 	for _, s := range f.Configuration().Servers {
-		m := Member{ID: string(s.ID), Name: nameOf(string(s.ID)), PeerAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == leader}
+		_, hostport := splitRaftAddr(s.Address)
+		m := Member{ID: string(s.ID), Name: nameOf(string(s.ID)), PeerAddr: hostport, Voter: s.Suffrage == raft.Voter, Leader: s.ID == leader}
 		st, err := n.memberStatus(ctx, s)
 		if err != nil {
 			m.Error = err.Error()
@@ -106,9 +107,10 @@ func (n *Node) memberStatus(ctx context.Context, s raft.Server) (Status, error) 
 	if string(s.ID) == n.ident.ID {
 		return n.Status(), nil
 	}
-	st, err := QueryStatus(ctx, string(s.Address), n.cfg.Group, n.cfg.PeerTLS)
+	_, hostport := splitRaftAddr(s.Address)
+	st, err := QueryStatus(ctx, hostport, n.cfg.Group, n.cfg.PeerTLS)
 	if err == nil && st.ID != string(s.ID) {
-		err = fmt.Errorf("address %s now answers as replica %s (wiped or replaced)", s.Address, st.ID)
+		err = fmt.Errorf("address %s now answers as replica %s (wiped or replaced)", hostport, st.ID)
 	}
 	return st, err
 }

@@ -44,13 +44,13 @@ func (n *Node) AddReplica(ctx context.Context, id, peerAddr string) error {
 	} else if holder != "" && holder != id {
 		return fmt.Errorf("add replica %s: address %s belongs to replica %s in the group (a wiped or replaced replica): remove it first: %w", id, peerAddr, holder, ErrAddressInUse)
 	}
-	if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
+	if err := n.raft.AddNonvoter(raft.ServerID(id), raftAddr(id, peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
 		return n.membershipErr("add non-voter "+id, err)
 	}
 	if err := n.waitCaughtUp(ctx, peerAddr, n.raft.LastIndex()); err != nil {
 		return fmt.Errorf("replica %s joined as non-voter but is not promoted: %w", id, err)
 	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
+	if err := n.raft.AddVoter(raft.ServerID(id), raftAddr(id, peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
 		return n.membershipErr("promote "+id, err)
 	}
 	n.log.Info("walraft: replica promoted to voter", "id", id, "peer_addr", peerAddr)
@@ -128,7 +128,7 @@ func (n *Node) addressHolder(addr string) (string, error) {
 		return "", fmt.Errorf("read group configuration: %v: %w", err, errs.ErrUnavailable)
 	}
 	for _, s := range f.Configuration().Servers {
-		if string(s.Address) == addr {
+		if _, hostport := splitRaftAddr(s.Address); hostport == addr {
 			return string(s.ID), nil
 		}
 	}

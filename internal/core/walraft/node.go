@@ -171,7 +171,7 @@ func (n *Node) ID() string { return n.ident.ID }
 func (n *Node) Name() string { return n.ident.Name }
 
 // PeerAddr is the address the peer transport listens on.
-func (n *Node) PeerAddr() string { return n.stream.Addr().String() }
+func (n *Node) PeerAddr() string { return n.stream.ln.Addr().String() }
 
 // Raft exposes the underlying raft instance for diagnostics and tests.
 func (n *Node) Raft() *raft.Raft { return n.raft }

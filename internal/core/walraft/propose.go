@@ -16,7 +16,8 @@ var ErrNotProposed = fmt.Errorf("command not proposed before the deadline: %w", 
 
 func (n *Node) notLeader() error {
 	addr, id := n.raft.LeaderWithID()
-	return &NotLeaderError{ID: n.ident.ID, LeaderID: string(id), LeaderAddr: string(addr)}
+	_, hostport := splitRaftAddr(addr)
+	return &NotLeaderError{ID: n.ident.ID, LeaderID: string(id), LeaderAddr: hostport}
 }
 
 // propose puts c through the raft log and returns the result of applying
