@@ -24,6 +24,8 @@ type Status struct {
 	LastIndex    uint64 `json:"last_index"`
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
+	// GenBytes is the replica's MaxGenerationBytes (equal in a group).
+	GenBytes int64 `json:"gen_bytes"`
 }
 
 // Status describes this replica.
@@ -33,6 +35,7 @@ func (n *Node) Status() Status {
 		ID: n.ident.ID, Name: n.ident.Name, Group: n.cfg.Group, PeerAddr: n.PeerAddr(),
 		State: n.raft.State().String(), LeaderID: string(leader), Term: n.raft.CurrentTerm(),
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex(),
+		GenBytes: n.cfg.Engine.MaxGenerationBytes,
 	}
 }
 

@@ -29,6 +29,9 @@ func (n *Node) AddReplica(ctx context.Context, id, peerAddr string) error {
 	if err != nil {
 		return fmt.Errorf("add replica at %s: %w", peerAddr, err)
 	}
+	if st.GenBytes != n.cfg.Engine.MaxGenerationBytes {
+		return fmt.Errorf("add replica at %s: it seals generations at %d bytes, the group at %d (must be equal): %w", peerAddr, st.GenBytes, n.cfg.Engine.MaxGenerationBytes, ErrRefused)
+	}
 	if id == "" {
 		id = st.ID
 	} else if st.ID != id {
