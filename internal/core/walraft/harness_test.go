@@ -167,6 +167,18 @@ func (c *cluster) leader() *Node {
 	return nil
 }
 
+// leaderOrNil returns the running replica that leads, if any.
+func (c *cluster) leaderOrNil() *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n != nil && n.raft.State() == raft.Leader {
+			return n
+		}
+	}
+	return nil
+}
+
 // waitApplied waits until every running replica knows the leader's last
 // index committed and has applied every command up to it.
 func (c *cluster) waitApplied() {
