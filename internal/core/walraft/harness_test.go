@@ -95,7 +95,22 @@ func newCluster(t *testing.T, n int, mod func(*Config)) *cluster {
 		c.addReplica(i)
 	}
 	t.Cleanup(c.closeAll)
+	t.Cleanup(c.saveLogs)
 	return c
+}
+
+// saveLogs writes every replica's log to $WALRAFT_TEST_LOGS/<test>/ when
+// the test failed (for diagnosis).
+func (c *cluster) saveLogs() {
+	dir := os.Getenv("WALRAFT_TEST_LOGS")
+	if dir == "" || !c.t.Failed() {
+		return
+	}
+	dir = filepath.Join(dir, c.t.Name())
+	os.MkdirAll(dir, 0o755)
+	for i, lb := range c.logs {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%d.log", i)), []byte(lb.String()), 0o644)
+	}
 }
 
 func (c *cluster) addReplica(i int) {

@@ -68,7 +68,12 @@ func (n *Node) waitCaughtUp(ctx context.Context, peerAddr string, target uint64)
 		if err == nil && st.AppliedIndex >= target {
 			return nil
 		}
+		if err := n.leaderOnly(); err != nil {
+			return err
+		}
 		select {
+		case <-n.stop:
+			return fmt.Errorf("replica closed while waiting for %s to catch up: %w", peerAddr, errs.ErrUnavailable)
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s to apply raft index %d (status %+v, %v): %w", peerAddr, target, st, err, errs.ErrUnavailable)
 		case <-t.C():

@@ -94,7 +94,11 @@ func (n *Node) openStores() error {
 	// a replica reopened in the same process would wait forever on its
 	// flock: hand it one and close it after the log (closeStores).
 	n.meta = &metadb.BoltMetaDB{}
-	if n.logs, err = raftwal.Open(rd, raftwal.WithMetaStore(n.meta), raftwal.WithLogger(newHCLogger(n.log, "raft-wal"))); err != nil {
+	segment := raftwal.WithSegmentSize(64 << 20)
+	if n.cfg.LogSegmentBytes > 0 {
+		segment = raftwal.WithSegmentSize(n.cfg.LogSegmentBytes)
+	}
+	if n.logs, err = raftwal.Open(rd, raftwal.WithMetaStore(n.meta), raftwal.WithLogger(newHCLogger(n.log, "raft-wal")), segment); err != nil {
 		return fmt.Errorf("open raft log %s: %w", rd, err)
 	}
 	sd := filepath.Join(n.cfg.Dir, snapDir)
