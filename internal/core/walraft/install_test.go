@@ -34,7 +34,11 @@ var errKilled = errors.New("killed midway (test)")
 // ever served, and after both restart the replica converges and serves
 // byte-identical generations.
 func TestSnapshotInstallInterrupted(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) { cfg.TrailingLogs = 5; cfg.LogSegmentBytes = 32 << 10; cfg.Engine.MaxGenerationBytes = 64 << 10 })
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.TrailingLogs = 5
+		cfg.LogSegmentBytes = 32 << 10
+		cfg.Engine.MaxGenerationBytes = 64 << 10
+	})
 	mustCreate(t, c.leader(), "t1", 1)
 	fillTable(t, c, 0, 200, 2000)
 	c.waitApplied()

@@ -60,7 +60,11 @@ func followerIndex(c *cluster) int {
 // a snapshot plus the log, and then serves the group's whole payload alone,
 // byte-identical, with the other two replicas stopped.
 func TestRebuildFromEmptyDirectory(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) { cfg.TrailingLogs = 5; cfg.LogSegmentBytes = 32 << 10; cfg.Engine.MaxGenerationBytes = 64 << 10 })
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.TrailingLogs = 5
+		cfg.LogSegmentBytes = 32 << 10
+		cfg.Engine.MaxGenerationBytes = 64 << 10
+	})
 	ctx := context.Background()
 	mustCreate(t, c.leader(), "t1", 1)
 	fillTable(t, c, 0, 200, 2000)
