@@ -61,7 +61,9 @@ func (n *Node) AddReplica(ctx context.Context, id, peerAddr string) error {
 }
 
 func (n *Node) waitCaughtUp(ctx context.Context, peerAddr string, target uint64) error {
-	t := n.cfg.Clock.NewTicker(50 * time.Millisecond)
+	// Polls the replica's status on the real clock: this waits for a
+	// remote replica, not for a timed policy (Config.Clock drives those).
+	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
 		st, err := QueryStatus(ctx, peerAddr, n.cfg.Group, n.cfg.PeerTLS)
@@ -76,7 +78,7 @@ func (n *Node) waitCaughtUp(ctx context.Context, peerAddr string, target uint64)
 			return fmt.Errorf("replica closed while waiting for %s to catch up: %w", peerAddr, errs.ErrUnavailable)
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s to apply raft index %d (status %+v, %v): %w", peerAddr, target, st, err, errs.ErrUnavailable)
-		case <-t.C():
+		case <-t.C:
 		}
 	}
 }
