@@ -56,7 +56,7 @@ func (l *logBuf) String() string {
 
 // cluster is a group of in-process replicas on loopback TCP and real dirs.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	mu    sync.Mutex
 	nodes []*Node
 	cfgs  []Config
@@ -64,7 +64,7 @@ type cluster struct {
 	mod   func(*Config)
 }
 
-func baseConfig(t *testing.T, name string) (Config, *logBuf) {
+func baseConfig(t testing.TB, name string) (Config, *logBuf) {
 	lb := &logBuf{}
 	return Config{
 		Dir: filepath.Join(t.TempDir(), name), Group: "g1", Name: name, PeerAddr: "127.0.0.1:0",
@@ -76,7 +76,7 @@ func baseConfig(t *testing.T, name string) (Config, *logBuf) {
 
 // newCluster bootstraps replica 0 and adds n-1 fresh replicas through
 // AddReplica, as an operator would.
-func newCluster(t *testing.T, n int, mod func(*Config)) *cluster {
+func newCluster(t testing.TB, n int, mod func(*Config)) *cluster {
 	c := &cluster{t: t, mod: mod}
 	for i := 0; i < n; i++ {
 		cfg, lb := baseConfig(t, fmt.Sprintf("r%d", i))
