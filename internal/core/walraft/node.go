@@ -72,12 +72,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	if err := n.startRaft(fresh); err != nil {
+	if err := n.startRaft(); err != nil {
 		n.closeStores()
 		return nil, err
 	}
 	go n.ageSealer()
-	log.Info("walraft: replica started", "peer_addr", n.PeerAddr(), "fresh", fresh, "bootstrap", cfg.Bootstrap && fresh)
+	log.Info("walraft: replica started", "peer_addr", n.PeerAddr(), "fresh", fresh, "bootstrap", cfg.Bootstrap)
 	return n, nil
 }
 
@@ -134,7 +134,7 @@ func (n *Node) finishInstall() error {
 	return n.fsm.Restore(rc)
 }
 
-func (n *Node) startRaft(fresh bool) error {
+func (n *Node) startRaft() error {
 	me := hello{V: 1, Group: n.cfg.Group, GenBytes: n.cfg.Engine.MaxGenerationBytes, From: n.ident.ID}
 	var err error
 	if n.stream, err = newStreamLayer(n.cfg.PeerAddr, n.cfg.PeerTLS, me, n.log); err != nil {
@@ -157,13 +157,22 @@ func (n *Node) startRaft(fresh bool) error {
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.logs, n.snaps, n.trans); err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
-	if n.cfg.Bootstrap && fresh {
-		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}}
-		if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return fmt.Errorf("bootstrap group %s: %w", n.cfg.Group, err)
-		}
-	} else if n.cfg.Bootstrap {
-		n.log.Info("walraft: --bootstrap ignored: the replica directory already has state", "dir", n.cfg.Dir)
+	if !n.cfg.Bootstrap {
+		return nil
+	}
+	// Bootstrap acts only while the raft state is empty (a first start, or
+	// one that crashed before bootstrapping); later starts ignore it.
+	existing, err := raft.HasExistingState(n.logs, n.logs, n.snaps)
+	if err != nil {
+		return fmt.Errorf("inspect raft state in %s: %w", n.cfg.Dir, err)
+	}
+	if existing {
+		n.log.Info("walraft: bootstrap ignored: the replica already has raft state", "dir", n.cfg.Dir)
+		return nil
+	}
+	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}}
+	if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap group %s: %w", n.cfg.Group, err)
 	}
 	return nil
 }
