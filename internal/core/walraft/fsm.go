@@ -78,7 +78,7 @@ func openFSM(dir string, opts wal.Options, log *slog.Logger) (*fsm, error) {
 	}
 	f.eng, f.applied = eng, ap
 	f.index.Store(ap.rec.certain())
-	if ap.rec.Pending {
+	if ap.rec.Pending && ap.rec.Last == 0 {
 		r := ap.rec
 		f.pending = &r
 	}

@@ -101,6 +101,9 @@ func (n *Node) openStores() error {
 	if n.logs, err = raftwal.Open(rd, raftwal.WithMetaStore(n.meta), raftwal.WithLogger(newHCLogger(n.log, "raft-wal")), segment); err != nil {
 		return fmt.Errorf("open raft log %s: %w", rd, err)
 	}
+	if err := n.fsm.resolveRun(n.logs); err != nil {
+		return err
+	}
 	sd := filepath.Join(n.cfg.Dir, snapDir)
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(sd, 2, newHCLogger(n.log, "snapshots")); err != nil {
 		return fmt.Errorf("open snapshot store %s: %w", sd, err)
