@@ -312,25 +312,9 @@ func (m *Manifest) decodeMessage(x WireField) error {
 			return nil
 		})
 	case 13:
-		return Walk(x.B, func(y WireField) error {
-			switch y.Num {
-			case 1:
-				m.WriterLibrary = string(y.B)
-			case 2:
-				m.WriterVersion = string(y.B)
-			}
-			return nil
-		})
+		return stringPair(x.B, &m.WriterLibrary, &m.WriterVersion)
 	case 15:
-		return Walk(x.B, func(y WireField) error {
-			switch y.Num {
-			case 1:
-				m.FileFormat = string(y.B)
-			case 2:
-				m.FormatVersion = string(y.B)
-			}
-			return nil
-		})
+		return stringPair(x.B, &m.FileFormat, &m.FormatVersion)
 	case 16:
 		k, v, err := x.MapEntry()
 		if err != nil {
@@ -339,6 +323,20 @@ func (m *Manifest) decodeMessage(x WireField) error {
 		m.Config[k] = string(v)
 	}
 	return nil
+}
+
+// stringPair decodes a message whose fields 1 and 2 are strings (the
+// writer version: library and version; the data format: name and version).
+func stringPair(b []byte, one, two *string) error {
+	return Walk(b, func(y WireField) error {
+		switch y.Num {
+		case 1:
+			*one = string(y.B)
+		case 2:
+			*two = string(y.B)
+		}
+		return nil
+	})
 }
 
 // decodeScalar decodes a field that is not one of manifestMessages into
