@@ -43,9 +43,9 @@ func (n *Node) Status() Status {
 // transport (with tlsConf for mutual TLS). A replica of another group
 // refuses (ErrRefused); an unreachable one is errs.ErrUnavailable.
 func QueryStatus(ctx context.Context, peerAddr, group string, tlsConf *tls.Config) (Status, error) {
-	timeout := 5 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
+	timeout := timeoutOf(ctx)
+	if timeout == 0 {
+		timeout = 5 * time.Second
 	}
 	c, line, err := dial(peerAddr, tlsConf, hello{V: 1, Group: group, Kind: kindStatus}, timeout)
 	if err != nil {
@@ -132,6 +132,8 @@ func (n *Node) leaderOnly() error {
 	return nil
 }
 
+// timeoutOf is what is left of ctx's deadline (0: none), for raft's
+// timeout arguments.
 func timeoutOf(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return max(time.Until(dl), time.Millisecond)
