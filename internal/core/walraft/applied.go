@@ -114,7 +114,9 @@ func (s *appliedStore) write(r appliedRec) error {
 	if len(j) > slotSize-8 {
 		return fmt.Errorf("progress record of %d bytes exceeds its %d-byte slot", len(j), slotSize-8)
 	}
-	slot := make([]byte, slotSize)
+	// Only the record's own bytes are written: the length prefix bounds
+	// what is read back, whatever an older, longer record left behind.
+	slot := make([]byte, 8+len(j))
 	binary.LittleEndian.PutUint32(slot[0:4], uint32(len(j)))
 	binary.LittleEndian.PutUint32(slot[4:8], crc32.Checksum(j, castagnoli))
 	copy(slot[8:], j)
