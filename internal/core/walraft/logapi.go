@@ -27,6 +27,9 @@ func (n *Node) CreateTable(ctx context.Context, name string, schema *arrow.Schem
 // leader's applied state does not have, so such mistakes never enter the
 // log. The FSM checks again at apply time.
 func (n *Node) precheck(ctx context.Context, table string, shard int) error {
+	if err := n.leaderOnly(); err != nil {
+		return err // a lagging follower may not know the table yet: redirect first
+	}
 	info, err := n.localTable(ctx, table)
 	if err != nil {
 		return err
@@ -35,6 +38,21 @@ func (n *Node) precheck(ctx context.Context, table string, shard int) error {
 		return fmt.Errorf("table %q has shards 0..%d, got shard %d: %w", table, info.Shards-1, shard, wal.ErrBadShard)
 	}
 	return nil
+}
+
+// checkAppend runs the engine's own validation of rec on the leader, so a
+// record every replica would refuse (unknown table or shard, another
+// schema, too large) never enters the log.
+func (n *Node) checkAppend(ctx context.Context, table string, shard int, rec arrow.RecordBatch) error {
+	if err := n.leaderOnly(); err != nil {
+		return err // a lagging follower may not know the table yet: redirect first
+	}
+	eng, release, err := n.fsm.engine()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return eng.CheckAppend(ctx, table, shard, rec)
 }
 
 func (n *Node) localTable(ctx context.Context, table string) (wal.TableInfo, error) {
@@ -51,7 +69,7 @@ func (n *Node) localTable(ctx context.Context, table string) (wal.TableInfo, err
 // with *NotLeaderError before proposal. An ErrOutcomeUnknown failure is
 // never retried here: the entry may be at some position or nowhere.
 func (n *Node) Append(ctx context.Context, table string, shard int, rec arrow.RecordBatch) (uint64, error) {
-	if err := n.precheck(ctx, table, shard); err != nil {
+	if err := n.checkAppend(ctx, table, shard, rec); err != nil {
 		return 0, err
 	}
 	b, err := encodeRecord(rec)
