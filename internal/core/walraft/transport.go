@@ -53,6 +53,7 @@ type peerNetAddr struct {
 	net.Addr
 }
 
+// String is the raft address, id@host:port.
 func (a peerNetAddr) String() string { return string(raftAddr(a.id, a.Addr.String())) }
 
 const (
