@@ -124,6 +124,12 @@ func (p *Publisher) TablePath(table string) string {
 	return filepath.Join(p.cfg.LanceRoot, table+".lance")
 }
 
+// LatestWatermarks returns the watermarks of the table's latest version
+// under the publisher's Lance root (see the function LatestWatermarks).
+func (p *Publisher) LatestWatermarks(table string) (Watermarks, error) {
+	return LatestWatermarks(p.cfg.LanceRoot, table)
+}
+
 // Session is one ownership of one table: a claim and the publisher epoch
 // fenced under it. It is used by one goroutine at a time.
 type Session struct {

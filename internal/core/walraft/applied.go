@@ -16,7 +16,7 @@ import (
 
 const (
 	appliedFile = "applied"
-	slotSize    = 512
+	slotSize    = 16 << 10
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -26,11 +26,24 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Index is applied and command Index was about to be (or was) applied when
 // the record was written; FP is the fingerprint of the state it touches,
 // taken before applying, so a restart can tell exactly whether it landed.
+//
+// A run (Last > Index, see batch.go) is a batch of appends applied
+// together: Run holds each shard's last position before it, so a restart
+// can tell exactly how many of each shard's appends landed.
 type appliedRec struct {
-	Seq     uint64 `json:"seq"`
-	Index   uint64 `json:"index"`
-	Pending bool   `json:"pending,omitempty"`
-	FP      string `json:"fp,omitempty"`
+	Seq     uint64     `json:"seq"`
+	Index   uint64     `json:"index"`
+	Pending bool       `json:"pending,omitempty"`
+	FP      string     `json:"fp,omitempty"`
+	Last    uint64     `json:"last,omitempty"`
+	Run     []runShard `json:"run,omitempty"`
+}
+
+// runShard is one shard of a run and its last position before the run.
+type runShard struct {
+	Table  string `json:"t"`
+	Shard  int    `json:"s"`
+	Before uint64 `json:"b"`
 }
 
 // certain is the highest index known to be applied.
@@ -98,7 +111,12 @@ func decodeSlot(b []byte) (appliedRec, bool) {
 func (s *appliedStore) write(r appliedRec) error {
 	r.Seq = s.rec.Seq + 1
 	j, _ := json.Marshal(r)
-	slot := make([]byte, slotSize)
+	if len(j) > slotSize-8 {
+		return fmt.Errorf("progress record of %d bytes exceeds its %d-byte slot", len(j), slotSize-8)
+	}
+	// Only the record's own bytes are written: the length prefix bounds
+	// what is read back, whatever an older, longer record left behind.
+	slot := make([]byte, 8+len(j))
 	binary.LittleEndian.PutUint32(slot[0:4], uint32(len(j)))
 	binary.LittleEndian.PutUint32(slot[4:8], crc32.Checksum(j, castagnoli))
 	copy(slot[8:], j)

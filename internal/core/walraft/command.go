@@ -24,6 +24,7 @@ const (
 	opTrim
 )
 
+// String names the command kind in errors and logs.
 func (o op) String() string {
 	switch o {
 	case opCreate:

@@ -26,7 +26,7 @@
 //	raft/           raft log and stable state (raft-wal)
 //	snapshots/      raft snapshots (FileSnapshotStore, two retained)
 //	wal/            the applied engine (package wal's layout)
-//	applied         the FSM's progress record (two CRC-protected slots)
+//	applied         the FSM's progress record (two CRC-protected 16 KiB slots)
 //
 // # Applying exactly once
 //
@@ -47,9 +47,21 @@
 // proposes a Seal; seal and creation times are the proposing leader's
 // clock, carried in the command.
 //
+// Consecutive committed appends are applied as a run (BatchingFSM): one
+// progress record naming the run's raft entries and each shard's last
+// position before it, then each shard's appends in log order through
+// wal.Engine.AppendBatch (one sync per shard, shards in parallel). The
+// engine keeps a prefix of each shard's appends after a crash, so the next
+// open finishes the run from the raft log before raft starts: per shard,
+// the first (last position − position before) valid appends landed and are
+// skipped; the rest are applied. A generation the engine closes by size in
+// the middle of a run records the run's time as its seal time; explicit
+// seals (Seal, age) always record the proposing leader's time.
+//
 // Every ACKed byte is written twice per replica: once in the raft log, once
-// in the engine's generation files (plus a 512-byte progress record per
-// command). The engine's files are what publication reads, seals and trims;
+// in the engine's generation files (plus a small progress record per run or
+// command). Each applied batch costs the replica a raft-log fsync, a
+// progress-record fsync and the engine's sync. The engine's files are what publication reads, seals and trims;
 // making the raft log the data log would need the engine to serve reads
 // from raft-wal segments and trims to drive log compaction — later work.
 //

@@ -39,6 +39,7 @@ type NotLeaderError struct {
 	LeaderAddr string
 }
 
+// Error names this replica and the leader it knows of.
 func (e *NotLeaderError) Error() string {
 	if e.LeaderID == "" {
 		return fmt.Sprintf("replica %s is not the leader and knows no leader (election in progress or no quorum)", e.ID)

@@ -51,6 +51,9 @@ type fsm struct {
 	// broken is set when a command failed for a local reason (I/O): the
 	// replica stops applying, so it can never diverge; a restart resumes.
 	broken atomic.Pointer[error]
+	// onRestoreEntry, when set (tests), runs before each entry a snapshot
+	// install appends; an error aborts the install as a crash would.
+	onRestoreEntry atomic.Pointer[func(table string, pos uint64) error]
 }
 
 // openFSM finishes or undoes an interrupted snapshot install, then opens
@@ -75,7 +78,7 @@ func openFSM(dir string, opts wal.Options, log *slog.Logger) (*fsm, error) {
 	}
 	f.eng, f.applied = eng, ap
 	f.index.Store(ap.rec.certain())
-	if ap.rec.Pending {
+	if ap.rec.Pending && ap.rec.Last == 0 {
 		r := ap.rec
 		f.pending = &r
 	}

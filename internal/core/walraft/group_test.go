@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -113,10 +116,28 @@ func TestFollowerRefusesMutationsBeforeProposal(t *testing.T) {
 	if _, err := f.AdvanceEpoch(ctx, "t1", 0); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("advance on a follower: %v", err)
 	}
+	if _, err := f.Append(ctx, "created-later", 0, rec); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append on a follower to a table it does not know: %v, want a redirect", err)
+	}
 	if after := l.raft.LastIndex(); after != before {
 		t.Fatalf("refused mutations reached the log: last index %d → %d", before, after)
 	}
 	if _, err := l.Append(ctx, "nope", 0, rec); !errors.Is(err, wal.ErrUnknownTable) {
 		t.Fatalf("append to an unknown table: %v", err)
+	}
+	if _, err := l.Append(ctx, "t1", 1, rec); !errors.Is(err, wal.ErrBadShard) {
+		t.Fatalf("append to a shard out of range: %v", err)
+	}
+	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, other)
+	b.Field(0).(*array.Int32Builder).Append(1)
+	bad := b.NewRecordBatch()
+	b.Release()
+	defer bad.Release()
+	if _, err := l.Append(ctx, "t1", 0, bad); !errors.Is(err, wal.ErrSchemaMismatch) {
+		t.Fatalf("append of another schema: %v", err)
+	}
+	if after := l.raft.LastIndex(); after != before {
+		t.Fatalf("refused appends reached the log: last index %d → %d", before, after)
 	}
 }

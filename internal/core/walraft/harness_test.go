@@ -56,7 +56,7 @@ func (l *logBuf) String() string {
 
 // cluster is a group of in-process replicas on loopback TCP and real dirs.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	mu    sync.Mutex
 	nodes []*Node
 	cfgs  []Config
@@ -64,11 +64,11 @@ type cluster struct {
 	mod   func(*Config)
 }
 
-func baseConfig(t *testing.T, name string) (Config, *logBuf) {
+func baseConfig(t testing.TB, name string) (Config, *logBuf) {
 	lb := &logBuf{}
 	return Config{
 		Dir: filepath.Join(t.TempDir(), name), Group: "g1", Name: name, PeerAddr: "127.0.0.1:0",
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 		Engine: wal.Options{MaxGenerationBytes: 1 << 20, MaxGenerationAge: -1},
 		Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}, lb
@@ -76,7 +76,7 @@ func baseConfig(t *testing.T, name string) (Config, *logBuf) {
 
 // newCluster bootstraps replica 0 and adds n-1 fresh replicas through
 // AddReplica, as an operator would.
-func newCluster(t *testing.T, n int, mod func(*Config)) *cluster {
+func newCluster(t testing.TB, n int, mod func(*Config)) *cluster {
 	c := &cluster{t: t, mod: mod}
 	for i := 0; i < n; i++ {
 		cfg, lb := baseConfig(t, fmt.Sprintf("r%d", i))
@@ -95,7 +95,22 @@ func newCluster(t *testing.T, n int, mod func(*Config)) *cluster {
 		c.addReplica(i)
 	}
 	t.Cleanup(c.closeAll)
+	t.Cleanup(c.saveLogs)
 	return c
+}
+
+// saveLogs writes every replica's log to $WALRAFT_TEST_LOGS/<test>/ when
+// the test failed (for diagnosis).
+func (c *cluster) saveLogs() {
+	dir := os.Getenv("WALRAFT_TEST_LOGS")
+	if dir == "" || !c.t.Failed() {
+		return
+	}
+	dir = filepath.Join(dir, c.t.Name())
+	os.MkdirAll(dir, 0o755)
+	for i, lb := range c.logs {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%d.log", i)), []byte(lb.String()), 0o644)
+	}
 }
 
 func (c *cluster) addReplica(i int) {
@@ -167,8 +182,20 @@ func (c *cluster) leader() *Node {
 	return nil
 }
 
-// waitApplied waits until every running replica has applied the leader's
-// last index.
+// leaderOrNil returns the running replica that leads, if any.
+func (c *cluster) leaderOrNil() *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n != nil && n.raft.State() == raft.Leader {
+			return n
+		}
+	}
+	return nil
+}
+
+// waitApplied waits until every running replica knows the leader's last
+// index committed and has applied every command up to it.
 func (c *cluster) waitApplied() {
 	c.t.Helper()
 	target := c.leader().raft.LastIndex()
@@ -177,7 +204,7 @@ func (c *cluster) waitApplied() {
 		ok := true
 		c.mu.Lock()
 		for _, n := range c.nodes {
-			if n != nil && n.raft.AppliedIndex() < target {
+			if n != nil && (n.raft.CommitIndex() < target || n.caughtUp() != nil) {
 				ok = false
 			}
 		}

@@ -12,6 +12,7 @@ import (
 // logger, at the level hclog printed.
 type slogWriter struct{ l *slog.Logger }
 
+// Write logs one hclog line.
 func (w slogWriter) Write(p []byte) (int, error) {
 	line := bytes.TrimSpace(p)
 	lvl := slog.LevelInfo

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/hashicorp/raft"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -26,6 +27,9 @@ func (n *Node) CreateTable(ctx context.Context, name string, schema *arrow.Schem
 // leader's applied state does not have, so such mistakes never enter the
 // log. The FSM checks again at apply time.
 func (n *Node) precheck(ctx context.Context, table string, shard int) error {
+	if err := n.leaderOnly(); err != nil {
+		return err // a lagging follower may not know the table yet: redirect first
+	}
 	info, err := n.localTable(ctx, table)
 	if err != nil {
 		return err
@@ -34,6 +38,21 @@ func (n *Node) precheck(ctx context.Context, table string, shard int) error {
 		return fmt.Errorf("table %q has shards 0..%d, got shard %d: %w", table, info.Shards-1, shard, wal.ErrBadShard)
 	}
 	return nil
+}
+
+// checkAppend runs the engine's own validation of rec on the leader, so a
+// record every replica would refuse (unknown table or shard, another
+// schema, too large) never enters the log.
+func (n *Node) checkAppend(ctx context.Context, table string, shard int, rec arrow.RecordBatch) error {
+	if err := n.leaderOnly(); err != nil {
+		return err // a lagging follower may not know the table yet: redirect first
+	}
+	eng, release, err := n.fsm.engine()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return eng.CheckAppend(ctx, table, shard, rec)
 }
 
 func (n *Node) localTable(ctx context.Context, table string) (wal.TableInfo, error) {
@@ -50,7 +69,7 @@ func (n *Node) localTable(ctx context.Context, table string) (wal.TableInfo, err
 // with *NotLeaderError before proposal. An ErrOutcomeUnknown failure is
 // never retried here: the entry may be at some position or nowhere.
 func (n *Node) Append(ctx context.Context, table string, shard int, rec arrow.RecordBatch) (uint64, error) {
-	if err := n.precheck(ctx, table, shard); err != nil {
+	if err := n.checkAppend(ctx, table, shard, rec); err != nil {
 		return 0, err
 	}
 	b, err := encodeRecord(rec)
@@ -92,14 +111,34 @@ func (n *Node) Trim(ctx context.Context, table string, shard int, through, epoch
 // readable refuses reads on a replica that has not applied everything it
 // knows the group committed, or has never heard from a group.
 func (n *Node) readable() (*wal.Engine, func(), error) {
-	commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex()
-	if commit == 0 {
-		return nil, nil, fmt.Errorf("replica %s has not joined a group yet (nothing committed): %w", n.ident.ID, ErrBehind)
-	}
-	if applied < commit {
-		return nil, nil, fmt.Errorf("replica %s has applied raft index %d of %d committed: %w", n.ident.ID, applied, commit, ErrBehind)
+	if err := n.caughtUp(); err != nil {
+		return nil, nil, err
 	}
 	return n.fsm.engine()
+}
+
+// caughtUp checks that every command up to the commit index this replica
+// knows has been applied here. raft's own applied index counts entries
+// handed to the FSM, not applied by it, so the log is consulted for the
+// entries between the FSM's progress and the commit index: only
+// configuration and no-op entries may remain there.
+func (n *Node) caughtUp() error {
+	commit := n.raft.CommitIndex()
+	if commit == 0 {
+		return fmt.Errorf("replica %s has not joined a group yet (nothing committed): %w", n.ident.ID, ErrBehind)
+	}
+	applied := n.fsm.index.Load()
+	for i := max(applied, n.checked.Load()) + 1; i <= commit; i++ {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return fmt.Errorf("replica %s has applied raft index %d of %d committed (%v): %w", n.ident.ID, applied, commit, err, ErrBehind)
+		}
+		if l.Type == raft.LogCommand {
+			return fmt.Errorf("replica %s has applied raft index %d of %d committed: %w", n.ident.ID, applied, commit, ErrBehind)
+		}
+	}
+	n.checked.Store(max(commit, n.checked.Load()))
+	return nil
 }
 
 // Table implements wal.Log from this replica's applied state.

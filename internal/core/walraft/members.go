@@ -24,6 +24,8 @@ type Status struct {
 	LastIndex    uint64 `json:"last_index"`
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
+	// GenBytes is the replica's MaxGenerationBytes (equal in a group).
+	GenBytes int64 `json:"gen_bytes"`
 }
 
 // Status describes this replica.
@@ -33,6 +35,7 @@ func (n *Node) Status() Status {
 		ID: n.ident.ID, Name: n.ident.Name, Group: n.cfg.Group, PeerAddr: n.PeerAddr(),
 		State: n.raft.State().String(), LeaderID: string(leader), Term: n.raft.CurrentTerm(),
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex(),
+		GenBytes: n.cfg.Engine.MaxGenerationBytes,
 	}
 }
 
@@ -40,9 +43,9 @@ func (n *Node) Status() Status {
 // transport (with tlsConf for mutual TLS). A replica of another group
 // refuses (ErrRefused); an unreachable one is errs.ErrUnavailable.
 func QueryStatus(ctx context.Context, peerAddr, group string, tlsConf *tls.Config) (Status, error) {
-	timeout := 5 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
+	timeout := timeoutOf(ctx)
+	if timeout == 0 {
+		timeout = 5 * time.Second
 	}
 	c, line, err := dial(peerAddr, tlsConf, hello{V: 1, Group: group, Kind: kindStatus}, timeout)
 	if err != nil {
@@ -82,7 +85,8 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	var out []Member
 	var leaderLast uint64
 	for _, s := range f.Configuration().Servers {
-		m := Member{ID: string(s.ID), Name: nameOf(string(s.ID)), PeerAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == leader}
+		_, hostport := splitRaftAddr(s.Address)
+		m := Member{ID: string(s.ID), Name: nameOf(string(s.ID)), PeerAddr: hostport, Voter: s.Suffrage == raft.Voter, Leader: s.ID == leader}
 		st, err := n.memberStatus(ctx, s)
 		if err != nil {
 			m.Error = err.Error()
@@ -106,9 +110,10 @@ func (n *Node) memberStatus(ctx context.Context, s raft.Server) (Status, error) 
 	if string(s.ID) == n.ident.ID {
 		return n.Status(), nil
 	}
-	st, err := QueryStatus(ctx, string(s.Address), n.cfg.Group, n.cfg.PeerTLS)
+	_, hostport := splitRaftAddr(s.Address)
+	st, err := QueryStatus(ctx, hostport, n.cfg.Group, n.cfg.PeerTLS)
 	if err == nil && st.ID != string(s.ID) {
-		err = fmt.Errorf("address %s now answers as replica %s (wiped or replaced)", s.Address, st.ID)
+		err = fmt.Errorf("address %s now answers as replica %s (wiped or replaced)", hostport, st.ID)
 	}
 	return st, err
 }
@@ -127,6 +132,8 @@ func (n *Node) leaderOnly() error {
 	return nil
 }
 
+// timeoutOf is what is left of ctx's deadline (0: none), for raft's
+// timeout arguments.
 func timeoutOf(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return max(time.Until(dl), time.Millisecond)

@@ -9,6 +9,10 @@ import (
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
+// ErrAddressInUse marks an AddReplica whose address is held by another
+// replica id in the group (typically the old id of a wiped replica).
+var ErrAddressInUse = fmt.Errorf("peer address held by another replica: %w", errs.ErrConflict)
+
 // ErrUnknownMember marks a replica id that is not in the group.
 var ErrUnknownMember = fmt.Errorf("no such replica in the group: %w", errs.ErrNotFound)
 
@@ -25,6 +29,9 @@ func (n *Node) AddReplica(ctx context.Context, id, peerAddr string) error {
 	if err != nil {
 		return fmt.Errorf("add replica at %s: %w", peerAddr, err)
 	}
+	if st.GenBytes != n.cfg.Engine.MaxGenerationBytes {
+		return fmt.Errorf("add replica at %s: it seals generations at %d bytes, the group at %d (must be equal): %w", peerAddr, st.GenBytes, n.cfg.Engine.MaxGenerationBytes, ErrRefused)
+	}
 	if id == "" {
 		id = st.ID
 	} else if st.ID != id {
@@ -35,13 +42,18 @@ func (n *Node) AddReplica(ctx context.Context, id, peerAddr string) error {
 	} else if ok && s.Suffrage == raft.Voter {
 		return nil
 	}
-	if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
+	if holder, err := n.addressHolder(peerAddr); err != nil {
+		return err
+	} else if holder != "" && holder != id {
+		return fmt.Errorf("add replica %s: address %s belongs to replica %s in the group (a wiped or replaced replica): remove it first: %w", id, peerAddr, holder, ErrAddressInUse)
+	}
+	if err := n.raft.AddNonvoter(raft.ServerID(id), raftAddr(id, peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
 		return n.membershipErr("add non-voter "+id, err)
 	}
 	if err := n.waitCaughtUp(ctx, peerAddr, n.raft.LastIndex()); err != nil {
 		return fmt.Errorf("replica %s joined as non-voter but is not promoted: %w", id, err)
 	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
+	if err := n.raft.AddVoter(raft.ServerID(id), raftAddr(id, peerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
 		return n.membershipErr("promote "+id, err)
 	}
 	n.log.Info("walraft: replica promoted to voter", "id", id, "peer_addr", peerAddr)
@@ -49,17 +61,24 @@ func (n *Node) AddReplica(ctx context.Context, id, peerAddr string) error {
 }
 
 func (n *Node) waitCaughtUp(ctx context.Context, peerAddr string, target uint64) error {
-	t := n.cfg.Clock.NewTicker(50 * time.Millisecond)
+	// Polls the replica's status on the real clock: this waits for a
+	// remote replica, not for a timed policy (Config.Clock drives those).
+	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
 		st, err := QueryStatus(ctx, peerAddr, n.cfg.Group, n.cfg.PeerTLS)
 		if err == nil && st.AppliedIndex >= target {
 			return nil
 		}
+		if err := n.leaderOnly(); err != nil {
+			return err
+		}
 		select {
+		case <-n.stop:
+			return fmt.Errorf("replica closed while waiting for %s to catch up: %w", peerAddr, errs.ErrUnavailable)
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s to apply raft index %d (status %+v, %v): %w", peerAddr, target, st, err, errs.ErrUnavailable)
-		case <-t.C():
+		case <-t.C:
 		}
 	}
 }
@@ -111,4 +130,17 @@ func (n *Node) membershipErr(what string, err error) error {
 		return n.notLeader()
 	}
 	return fmt.Errorf("%s: %v: %w", what, err, errs.ErrUnavailable)
+}
+
+func (n *Node) addressHolder(addr string) (string, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return "", fmt.Errorf("read group configuration: %v: %w", err, errs.ErrUnavailable)
+	}
+	for _, s := range f.Configuration().Servers {
+		if _, hostport := splitRaftAddr(s.Address); hostport == addr {
+			return string(s.ID), nil
+		}
+	}
+	return "", nil
 }

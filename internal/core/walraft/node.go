@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -32,9 +34,14 @@ type Node struct {
 	fsm    *fsm
 	raft   *raft.Raft
 	logs   *raftwal.WAL
+	meta   *metadb.BoltMetaDB
 	snaps  *raft.FileSnapshotStore
 	stream *streamLayer
 	trans  *raft.NetworkTransport
+
+	// checked is a commit index up to which caughtUp found no command
+	// beyond the FSM's progress.
+	checked atomic.Uint64
 
 	stop      chan struct{}
 	sealDone  chan struct{}
@@ -65,12 +72,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	if err := n.startRaft(fresh); err != nil {
+	if err := n.startRaft(); err != nil {
 		n.closeStores()
 		return nil, err
 	}
 	go n.ageSealer()
-	log.Info("walraft: replica started", "peer_addr", n.PeerAddr(), "fresh", fresh, "bootstrap", cfg.Bootstrap && fresh)
+	log.Info("walraft: replica started", "peer_addr", n.PeerAddr(), "fresh", fresh, "bootstrap", cfg.Bootstrap)
 	return n, nil
 }
 
@@ -83,8 +90,19 @@ func (n *Node) openStores() error {
 	if err := durable.MkdirAll(rd, 0o755); err != nil {
 		return err
 	}
-	if n.logs, err = raftwal.Open(rd, raftwal.WithLogger(newHCLogger(n.log, "raft-wal"))); err != nil {
+	// raft-wal v0.4.0 never closes the metadata store it opens itself, so
+	// a replica reopened in the same process would wait forever on its
+	// flock: hand it one and close it after the log (closeStores).
+	n.meta = &metadb.BoltMetaDB{}
+	segment := raftwal.WithSegmentSize(64 << 20)
+	if n.cfg.LogSegmentBytes > 0 {
+		segment = raftwal.WithSegmentSize(n.cfg.LogSegmentBytes)
+	}
+	if n.logs, err = raftwal.Open(rd, raftwal.WithMetaStore(n.meta), raftwal.WithLogger(newHCLogger(n.log, "raft-wal")), segment); err != nil {
 		return fmt.Errorf("open raft log %s: %w", rd, err)
+	}
+	if err := n.fsm.resolveRun(n.logs); err != nil {
+		return err
 	}
 	sd := filepath.Join(n.cfg.Dir, snapDir)
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(sd, 2, newHCLogger(n.log, "snapshots")); err != nil {
@@ -119,7 +137,7 @@ func (n *Node) finishInstall() error {
 	return n.fsm.Restore(rc)
 }
 
-func (n *Node) startRaft(fresh bool) error {
+func (n *Node) startRaft() error {
 	me := hello{V: 1, Group: n.cfg.Group, GenBytes: n.cfg.Engine.MaxGenerationBytes, From: n.ident.ID}
 	var err error
 	if n.stream, err = newStreamLayer(n.cfg.PeerAddr, n.cfg.PeerTLS, me, n.log); err != nil {
@@ -142,13 +160,22 @@ func (n *Node) startRaft(fresh bool) error {
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.logs, n.snaps, n.trans); err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
-	if n.cfg.Bootstrap && fresh {
-		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}}
-		if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return fmt.Errorf("bootstrap group %s: %w", n.cfg.Group, err)
-		}
-	} else if n.cfg.Bootstrap {
-		n.log.Info("walraft: --bootstrap ignored: the replica directory already has state", "dir", n.cfg.Dir)
+	if !n.cfg.Bootstrap {
+		return nil
+	}
+	// Bootstrap acts only while the raft state is empty (a first start, or
+	// one that crashed before bootstrapping); later starts ignore it.
+	existing, err := raft.HasExistingState(n.logs, n.logs, n.snaps)
+	if err != nil {
+		return fmt.Errorf("inspect raft state in %s: %w", n.cfg.Dir, err)
+	}
+	if existing {
+		n.log.Info("walraft: bootstrap ignored: the replica already has raft state", "dir", n.cfg.Dir)
+		return nil
+	}
+	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}}
+	if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap group %s: %w", n.cfg.Group, err)
 	}
 	return nil
 }
@@ -160,7 +187,7 @@ func (n *Node) ID() string { return n.ident.ID }
 func (n *Node) Name() string { return n.ident.Name }
 
 // PeerAddr is the address the peer transport listens on.
-func (n *Node) PeerAddr() string { return n.stream.Addr().String() }
+func (n *Node) PeerAddr() string { return n.stream.ln.Addr().String() }
 
 // Raft exposes the underlying raft instance for diagnostics and tests.
 func (n *Node) Raft() *raft.Raft { return n.raft }
@@ -187,6 +214,9 @@ func (n *Node) closeStores() {
 	}
 	if n.logs != nil {
 		n.logs.Close()
+	}
+	if n.meta != nil {
+		n.meta.Close()
 	}
 	if n.fsm != nil {
 		if err := n.fsm.close(); err != nil && n.closeErr == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/walctl/walctl/internal/core/errs"
@@ -16,7 +15,8 @@ var ErrNotProposed = fmt.Errorf("command not proposed before the deadline: %w", 
 
 func (n *Node) notLeader() error {
 	addr, id := n.raft.LeaderWithID()
-	return &NotLeaderError{ID: n.ident.ID, LeaderID: string(id), LeaderAddr: string(addr)}
+	_, hostport := splitRaftAddr(addr)
+	return &NotLeaderError{ID: n.ident.ID, LeaderID: string(id), LeaderAddr: hostport}
 }
 
 // propose puts c through the raft log and returns the result of applying
@@ -32,11 +32,7 @@ func (n *Node) propose(ctx context.Context, c command) (result, error) {
 		return result{}, n.notLeader()
 	}
 	c.Time = n.cfg.Clock.Now().UnixNano()
-	var timeout time.Duration
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
-	}
-	f := n.raft.Apply(c.encode(), timeout)
+	f := n.raft.Apply(c.encode(), timeoutOf(ctx))
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {

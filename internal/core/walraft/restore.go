@@ -104,6 +104,11 @@ func (f *fsm) fill(ctx context.Context, eng *wal.Engine, table string, shard int
 		for g < len(sh.Gens) && sh.Gens[g].Last < pos {
 			g++
 		}
+		if h := f.onRestoreEntry.Load(); h != nil {
+			if err := (*h)(table, pos); err != nil {
+				return err
+			}
+		}
 		b, err := readFrame(r)
 		if err != nil {
 			return err
@@ -158,6 +163,7 @@ func (f *fsm) swap(tmp string, applied uint64) error {
 	f.index.Store(applied)
 	f.pending = nil
 	f.broken.Store(nil)
+	f.log.Info("walraft: snapshot installed", "applied", applied)
 	return removeTree(old)
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,7 +26,35 @@ type hello struct {
 	GenBytes int64  `json:"gen_bytes"`
 	Kind     string `json:"kind"`
 	From     string `json:"from,omitempty"`
+	// To is the replica id the dialer expects at this address: a wiped
+	// replica (new id) listening on an old voter's address is refused, so
+	// it can never be counted as that voter.
+	To string `json:"to,omitempty"`
 }
+
+// raftAddr is a replica's address in the raft configuration: id@host:port,
+// so that every connection names the replica it expects.
+func raftAddr(id, hostport string) raft.ServerAddress {
+	return raft.ServerAddress(id + "@" + hostport)
+}
+
+// splitRaftAddr returns the id and host:port of a raft address (id "" when
+// the address carries none).
+func splitRaftAddr(a raft.ServerAddress) (id, hostport string) {
+	if i := strings.LastIndexByte(string(a), '@'); i >= 0 {
+		return string(a[:i]), string(a[i+1:])
+	}
+	return "", string(a)
+}
+
+// peerNetAddr is the stream layer's listen address as raft sees it.
+type peerNetAddr struct {
+	id string
+	net.Addr
+}
+
+// String is the raft address, id@host:port.
+func (a peerNetAddr) String() string { return string(raftAddr(a.id, a.Addr.String())) }
 
 const (
 	kindRaft      = "raft"
@@ -47,6 +76,35 @@ type streamLayer struct {
 	conns chan net.Conn
 	done  chan struct{}
 	once  sync.Once
+
+	// isolated cuts this replica off its peers (tests of partitions): no
+	// new connection either way, and open ones are closed.
+	isolated atomic.Bool
+	mu       sync.Mutex
+	open     map[net.Conn]struct{}
+}
+
+// isolate cuts (or restores) every peer connection of this replica.
+func (s *streamLayer) isolate(on bool) {
+	s.isolated.Store(on)
+	if !on {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.open {
+		c.Close()
+	}
+	clear(s.open)
+}
+
+func (s *streamLayer) track(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		s.open = map[net.Conn]struct{}{}
+	}
+	s.open[c] = struct{}{}
 }
 
 func newStreamLayer(addr string, tlsConf *tls.Config, me hello, log *slog.Logger) (*streamLayer, error) {
@@ -81,6 +139,10 @@ func (s *streamLayer) acceptLoop() {
 
 // admit runs the server side of the handshake.
 func (s *streamLayer) admit(c net.Conn) {
+	if s.isolated.Load() {
+		c.Close()
+		return
+	}
 	remote := c.RemoteAddr().String()
 	c.SetDeadline(time.Now().Add(handshakeWait))
 	if s.tls != nil {
@@ -119,6 +181,7 @@ func (s *streamLayer) admit(c net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	s.track(c)
 	select {
 	case s.conns <- c:
 	case <-s.done:
@@ -135,6 +198,8 @@ func (me hello) mismatch(h hello) string {
 		return fmt.Sprintf("peer is in group %q, this replica in group %q", h.Group, me.Group)
 	case h.Kind == kindRaft && h.GenBytes != me.GenBytes:
 		return fmt.Sprintf("peer seals generations at %d bytes, this replica at %d (must be equal in a group)", h.GenBytes, me.GenBytes)
+	case h.To != "" && h.To != me.From:
+		return fmt.Sprintf("peer expects replica %s at this address, but this is replica %s (a wiped directory gets a new id; remove the old one and add this one)", h.To, me.From)
 	case h.Kind != kindRaft && h.Kind != kindStatus:
 		return fmt.Sprintf("unknown connection kind %q", h.Kind)
 	}
@@ -198,9 +263,14 @@ func dial(addr string, tlsConf *tls.Config, h hello, timeout time.Duration) (net
 
 // Dial implements raft.StreamLayer.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.isolated.Load() {
+		return nil, fmt.Errorf("peer %s: this replica is isolated: %w", address, errs.ErrUnavailable)
+	}
 	h := s.me
 	h.Kind = kindRaft
-	c, line, err := dial(string(address), s.tls, h, timeout)
+	var hostport string
+	h.To, hostport = splitRaftAddr(address)
+	c, line, err := dial(hostport, s.tls, h, timeout)
 	if err != nil {
 		s.log.Warn("walraft: peer connection failed", "peer", string(address), "err", err)
 		return nil, err
@@ -209,6 +279,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		c.Close()
 		return nil, fmt.Errorf("peer %s: unexpected handshake reply %q: %w", address, line, ErrRefused)
 	}
+	s.track(c)
 	return c, nil
 }
 
@@ -232,5 +303,6 @@ func (s *streamLayer) Close() error {
 	return err
 }
 
-// Addr implements net.Listener.
-func (s *streamLayer) Addr() net.Addr { return s.ln.Addr() }
+// Addr implements net.Listener; its String is this replica's raft address
+// (id@host:port).
+func (s *streamLayer) Addr() net.Addr { return peerNetAddr{id: s.me.From, Addr: s.ln.Addr()} }

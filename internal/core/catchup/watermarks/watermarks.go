@@ -5,10 +5,8 @@ package watermarks
 
 import (
 	"context"
-	"errors"
 
 	"github.com/walctl/walctl/internal/core/catchup"
-	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
@@ -20,13 +18,6 @@ import (
 // read is one small file.
 func FromLance(lanceRoot string) catchup.WatermarkFunc {
 	return func(_ context.Context, table string) (map[int]uint64, error) {
-		r, err := publish.OpenReader(lanceRoot, table, publish.Selection{})
-		if errors.Is(err, lance.ErrDatasetNotFound) {
-			return map[int]uint64{}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return r.State.Watermarks, nil
+		return publish.LatestWatermarks(lanceRoot, table)
 	}
 }

@@ -18,7 +18,8 @@ import (
 
 // File is an open Lance v2 data file.
 type File struct {
-	f       *os.File
+	f       io.ReaderAt
+	closer  io.Closer
 	path    string
 	size    int64
 	Version Version
@@ -40,16 +41,37 @@ func OpenFile(path string) (*File, error) {
 		}
 		return nil, err
 	}
-	lf := &File{f: f, path: path}
-	if err := lf.readMeta(); err != nil {
+	st, err := f.Stat()
+	if err != nil {
 		f.Close()
+		return nil, err
+	}
+	lf, err := openReaderAt(f, st.Size(), path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	lf.closer = f
+	return lf, nil
+}
+
+// openReaderAt reads the footer, schema and column metadata of a data
+// file of size bytes held by r; path names it in errors.
+func openReaderAt(r io.ReaderAt, size int64, path string) (*File, error) {
+	lf := &File{f: r, path: path, size: size}
+	if err := lf.readMeta(); err != nil {
 		return nil, err
 	}
 	return lf, nil
 }
 
 // Close closes the file.
-func (lf *File) Close() error { return lf.f.Close() }
+func (lf *File) Close() error {
+	if lf.closer == nil {
+		return nil
+	}
+	return lf.closer.Close()
+}
 
 // Path returns the file's path.
 func (lf *File) Path() string { return lf.path }
@@ -70,11 +92,6 @@ func (lf *File) read(off, n uint64) ([]byte, error) {
 }
 
 func (lf *File) readMeta() error {
-	st, err := lf.f.Stat()
-	if err != nil {
-		return err
-	}
-	lf.size = st.Size()
 	if lf.size < FooterLen {
 		return lf.corrupt("truncated: %d bytes, a footer alone is %d", lf.size, FooterLen)
 	}
