@@ -10,6 +10,7 @@ package replbench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -21,9 +22,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
@@ -281,47 +283,16 @@ func runReplicated(ctx context.Context, cfg Config, entry, producers int) (Run, 
 }
 
 // produce appends from producers goroutines until the byte budget or the
-// time limit, returning every ACK latency.
+// time limit (walbench.Drive), returning every ACK latency.
 func produce(ctx context.Context, c *walflight.GroupClient, cfg Config, entry, producers int, recs *[]interface{ Release() }) ([]time.Duration, float64, error) {
-	var budget atomic.Int64
-	budget.Store(cfg.BytesPerRun)
-	if cfg.BytesPerRun <= 0 {
-		budget.Store(512 << 20)
+	batches := make([]arrow.RecordBatch, producers)
+	for p := range batches {
+		batches[p] = walbench.Record(entry)
+		*recs = append(*recs, batches[p])
 	}
-	limit := cfg.MaxDuration
-	if limit <= 0 {
-		limit = 10 * time.Second
-	}
-	var (
-		mu       sync.Mutex
-		lat      []time.Duration
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	deadline := time.Now().Add(limit)
-	start := time.Now()
-	for p := 0; p < producers; p++ {
-		rec := walbench.Record(entry)
-		*recs = append(*recs, rec)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for budget.Add(-int64(entry)) >= 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				if _, err := c.Append(ctx, "bench", 0, rec); err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-					break
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return lat, time.Since(start).Seconds(), firstErr
+	budget, limit := cmp.Or(cfg.BytesPerRun, 512<<20), cmp.Or(cfg.MaxDuration, 10*time.Second)
+	return walbench.Drive(ctx, batches, budget, entry, limit, func(ctx context.Context, rec arrow.RecordBatch) error {
+		_, err := c.Append(ctx, "bench", 0, rec)
+		return err
+	})
 }

@@ -4,6 +4,7 @@
 package walbench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -225,14 +226,6 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 	if _, err := e.CreateTable(ctx, "bench", schema, 1); err != nil {
 		return RunResult{}, err
 	}
-	var (
-		budget   atomic.Int64
-		mu       sync.Mutex
-		lat      []time.Duration
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	budget.Store(cfg.BytesPerRun)
 	// The producers' batches are built before the clock starts: making
 	// random payloads is not the WAL's work, and 16 producers doing it at
 	// once would starve the first appends of CPU.
@@ -248,30 +241,10 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 	if err != nil {
 		return RunResult{}, err
 	}
-	deadline := time.Now().Add(cfg.MaxDuration)
-	start := time.Now()
-	for _, rec := range recs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for budget.Add(-int64(cfg.EntryBytes)) >= 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				if _, err := e.Append(ctx, "bench", 0, rec); err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-					break
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
+	lat, secs, firstErr := Drive(ctx, recs, cfg.BytesPerRun, cfg.EntryBytes, cfg.MaxDuration, func(ctx context.Context, rec arrow.RecordBatch) error {
+		_, err := e.Append(ctx, "bench", 0, rec)
+		return err
+	})
 	if firstErr != nil {
 		return RunResult{}, firstErr
 	}
@@ -329,4 +302,43 @@ func Schema() *arrow.Schema { return schema }
 // Latencies turns sorted ACK latencies into p50 and p99 milliseconds.
 func Latencies(sorted []time.Duration) (p50, p99 float64) {
 	return ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.99))
+}
+
+// Drive runs one producer per batch in recs, each appending its batch with
+// appendFn until budget bytes (entry bytes per append) are spent or limit
+// has passed, and returns every ACK latency, the seconds it took and the
+// first error (which stops its producer).
+func Drive(ctx context.Context, recs []arrow.RecordBatch, budget int64, entry int, limit time.Duration, appendFn func(context.Context, arrow.RecordBatch) error) ([]time.Duration, float64, error) {
+	var (
+		left     atomic.Int64
+		mu       sync.Mutex
+		lat      []time.Duration
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	left.Store(budget)
+	deadline := time.Now().Add(limit)
+	start := time.Now()
+	for _, rec := range recs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for left.Add(-int64(entry)) >= 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				if err := appendFn(ctx, rec); err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+					break
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return lat, time.Since(start).Seconds(), firstErr
 }
