@@ -119,7 +119,7 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 	cmdutil.AddSettingFlags(root.PersistentFlags(),
 		cmdutil.KeyConfig, cmdutil.KeyEtcdEndpoints, cmdutil.KeyEtcdPrefix, cmdutil.KeyEmbedded,
 		cmdutil.KeyDataDir, cmdutil.KeyOutput, cmdutil.KeyLogLevel, cmdutil.KeyCommandTimeout,
-		cmdutil.KeyWAL, cmdutil.KeyLanceRoot)
+		cmdutil.KeyWAL, cmdutil.KeyWALGroups, cmdutil.KeyLanceRoot)
 
 	root.AddCommand(
 		quickstart.NewCmdQuickstart(f, nil),
