@@ -47,6 +47,7 @@ type NotLeaderError struct {
 	LeaderID, LeaderPeer string
 }
 
+// Error says which replica refused and what it knows of the leader.
 func (e *NotLeaderError) Error() string {
 	leader := "no leader known"
 	if e.LeaderID != "" {
