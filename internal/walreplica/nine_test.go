@@ -142,20 +142,23 @@ func publishAndCheck(t *testing.T, c *cluster, log *walflight.Router, ledgers ma
 // groups written concurrently; g1's leader is SIGKILLed mid-stream: every
 // ACKed entry survives, producers go on through the new leader (appends
 // in flight on the dead leader are reported unknown, never retried),
-// positions stay dense; then both tables are published from the surviving
-// replicas and the official reader and walctl verify find every ACKed
+// positions stay dense; the killed leader rejoins on its own directory;
+// then both tables are published and the official reader and walctl verify find every ACKed
 // record exactly once with its payload.
 func TestNineReplicasLeaderKilledMidStream(t *testing.T) {
 	c, gs := nine(t)
 	log := c.router(20 * time.Second)
+	var old *proc.WALReplica
 	ledgers := producers(t, log, replicaBytes(t), func() {
-		old := leaderOf(t, c, gs[0])
+		old = leaderOf(t, c, gs[0])
 		old.Proc.Kill()
 		t.Logf("SIGKILLed g1's leader %s", old.Name)
 	})
 	if ledgers == nil || t.Failed() {
 		t.FailNow()
 	}
+	old.Start(t)
+	t.Logf("restarted %s", old.Name)
 	checkWAL(t, log, ledgers)
 	publishAndCheck(t, c, log, ledgers)
 }
