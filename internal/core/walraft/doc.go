@@ -105,6 +105,14 @@
 // snapshot from the snapshot store whenever it is newer than the engine's
 // progress record, so an install always runs to completion.
 //
+// Costs and limits: a snapshot is taken every SnapshotThreshold raft
+// entries and copies every untrimmed entry into the snapshot store (a third
+// write of data that is still unpublished); the raft log keeps TrailingLogs
+// entries behind it, and raft-wal frees whole segments only
+// (LogSegmentBytes). A trim that removes a generation while a snapshot is
+// being streamed fails that snapshot (ErrTrimmed); raft takes the next one
+// later.
+//
 // # Spreading a hot table (later)
 //
 // A table lives in one group. Spreading its shards over groups would keep

@@ -3,7 +3,6 @@ package walraft
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -279,5 +278,3 @@ func wipe(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 }
-
-var _ = errors.Is

@@ -143,7 +143,6 @@ func (n *Node) startRaft() error {
 	if n.stream, err = newStreamLayer(n.cfg.PeerAddr, n.cfg.PeerTLS, me, n.log); err != nil {
 		return err
 	}
-	n.stream.status = n.Status
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: newHCLogger(n.log, "raft-net"),
 	})
@@ -160,6 +159,8 @@ func (n *Node) startRaft() error {
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.logs, n.snaps, n.trans); err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
+	status := n.Status
+	n.stream.status.Store(&status)
 	if !n.cfg.Bootstrap {
 		return nil
 	}

@@ -33,6 +33,10 @@ func fillTable(t *testing.T, c *cluster, from, n int64, size int) {
 
 func generations(t *testing.T, n *Node) []wal.Generation {
 	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.caughtUp() != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // a command committed a moment ago
+	}
 	gens, err := n.Generations(context.Background(), "t1", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -67,11 +67,12 @@ const (
 // mutual TLS, and the group handshake. Connections that fail either are
 // closed and logged with the reason; raft only ever sees good ones.
 type streamLayer struct {
-	ln     net.Listener
-	tls    *tls.Config
-	me     hello
-	log    *slog.Logger
-	status func() Status
+	ln  net.Listener
+	tls *tls.Config
+	me  hello
+	log *slog.Logger
+	// status answers status connections once the replica is running.
+	status atomic.Pointer[func() Status]
 
 	conns chan net.Conn
 	done  chan struct{}
@@ -171,7 +172,13 @@ func (s *streamLayer) admit(c net.Conn) {
 		return
 	}
 	if h.Kind == kindStatus {
-		b, _ := json.Marshal(s.status())
+		st := s.status.Load()
+		if st == nil {
+			io.WriteString(c, "refused: replica is starting\n")
+			c.Close()
+			return
+		}
+		b, _ := json.Marshal((*st)())
 		c.Write(append(b, '\n'))
 		c.Close()
 		return
