@@ -268,6 +268,9 @@ func runReplicated(ctx context.Context, cfg Config, entry, producers int) (Run, 
 	if err != nil {
 		return run, err
 	}
+	if err := caughtUp(ctx, c); err != nil {
+		return run, err
+	}
 	slices.Sort(lat)
 	run.Appends, run.Bytes, run.Seconds = int64(len(lat)), int64(len(lat))*int64(entry), secs
 	run.MiBps = float64(run.Bytes) / (1 << 20) / secs
@@ -280,6 +283,31 @@ func runReplicated(ctx context.Context, cfg Config, entry, producers int) (Run, 
 		run.WriteAmp = append(run.WriteAmp, float64(after-before[i])/float64(run.Bytes))
 	}
 	return run, nil
+}
+
+// caughtUp waits (ticking, within a minute) until every replica has applied
+// what the leader logged, so that each one's write_bytes counts the whole
+// run: a quorum ACKs, the third may trail.
+func caughtUp(ctx context.Context, c *walflight.GroupClient) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ms, err := c.Members(ctx)
+		behind := err != nil
+		for _, m := range ms {
+			behind = behind || m.Lag > 0 || m.Error != ""
+		}
+		if !behind {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replicas did not catch up after the run (%+v, %v): %w", ms, err, errs.ErrUnavailable)
+		case <-tick.C:
+		}
+	}
 }
 
 // produce appends from producers goroutines until the byte budget or the
