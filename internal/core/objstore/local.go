@@ -53,7 +53,7 @@ func (l *Local) Sub(prefix string) Store { return &Local{root: l.path(prefix)} }
 
 func notFound(err error, what string) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
+		return fmt.Errorf("%s: %w: %w", what, ErrNotFound, err)
 	}
 	return err
 }
