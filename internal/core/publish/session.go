@@ -309,6 +309,7 @@ func (s *Session) fence(ctx context.Context) error {
 		switch {
 		case st.Epoch == s.epoch:
 			s.fenced = true
+			s.abortDeadUploads(ctx)
 			return nil
 		case st.Epoch > s.epoch:
 			return fmt.Errorf("table %s version %d is fenced at epoch %d, this publisher has %d: %w", s.table, m.Version, st.Epoch, s.epoch, ErrFenced)
