@@ -31,6 +31,8 @@ type PublishOptions struct {
 	Publisher func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error)
 	Owner     func(kind string) coord.Owner
 	Streamed  bool // the child's preparation mode, from its configuration
+	// Exe finds the walctl executable the measured child runs.
+	Exe func() (string, error)
 
 	Dir    string
 	Size   int64
@@ -43,7 +45,7 @@ type PublishOptions struct {
 
 // NewCmdPublish returns `bench publish`.
 func NewCmdPublish(f *cmdutil.Factory, runF func(context.Context, *PublishOptions) error) *cobra.Command {
-	opts := &PublishOptions{ErrOut: f.IOStreams.ErrOut, Print: f.Print, Publisher: f.Publisher, Owner: f.Owner, Size: 1 << 30, Budget: 256 << 20}
+	opts := &PublishOptions{ErrOut: f.IOStreams.ErrOut, Print: f.Print, Publisher: f.Publisher, Owner: f.Owner, Exe: self, Size: 1 << 30, Budget: 256 << 20}
 	cmd := &cobra.Command{
 		Use:   "publish [--size 1GiB] [--budget 256MiB] [--modes buffered,streamed]",
 		Short: "Publication throughput and peak memory, buffered and streamed, beside the disk's dd fdatasync bandwidth",
@@ -107,7 +109,7 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 	if !opts.Keep {
 		defer os.RemoveAll(root)
 	}
-	exe, err := self()
+	exe, err := opts.Exe()
 	if err != nil {
 		return err
 	}
