@@ -60,6 +60,7 @@ const (
 	KeyKubeAPI       = "master.kube_api"
 	KeyKubeTokenFile = "master.kube_token_file"
 	KeyKubeCAFile    = "master.kube_ca_file"
+	KeyJobS3Secret   = "master.job_s3_secret"
 )
 
 func init() {
@@ -67,14 +68,16 @@ func init() {
 		cmdutil.Setting{Key: KeyKubeAPI, Default: "", Usage: "kubernetes runner: API server URL (default: in-cluster service account)"},
 		cmdutil.Setting{Key: KeyKubeTokenFile, Default: "", Usage: "kubernetes runner: bearer token file for master.kube_api"},
 		cmdutil.Setting{Key: KeyKubeCAFile, Default: "", Usage: "kubernetes runner: CA bundle verifying master.kube_api"},
+		cmdutil.Setting{Key: KeyJobS3Secret, Default: "", Usage: "kubernetes runner: Secret in master.namespace with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for tables on S3; Jobs refer to it, never copy it (empty: the Pod's own AWS identity)"},
 	)
 }
 
 // newKubeRunner builds the Kubernetes Job runner: Jobs from the reviewed
 // template in master.namespace, CPU and memory requests equal to limits,
 // and the executor pointed at this master's etcd, WAL and Lance root
-// through WALCTL_* environment (secrets such as the WAL token belong in the
-// template, from a Secret).
+// through WALCTL_* environment. Secrets never travel that way: S3 keys come
+// from the Secret named by master.job_s3_secret (secretKeyRef), other
+// secrets such as the WAL token from the template, from a Secret.
 func newKubeRunner(_ context.Context, f *cmdutil.Factory, p catchup.Policy) (catchup.Runner, error) {
 	c := f.Config
 	g := c.Global
@@ -102,8 +105,12 @@ func newKubeRunner(_ context.Context, f *cmdutil.Factory, p catchup.Policy) (cat
 	if err != nil {
 		return nil, err
 	}
-	return kube.NewRunnerForConfig(rc, kube.Config{Namespace: c.String(KeyNamespace), Template: tmpl,
-		CPU: cpu, Memory: mem, Env: env, CallTimeout: g.CommandTimeout}, f.Logger)
+	kc := kube.Config{Namespace: c.String(KeyNamespace), Template: tmpl,
+		CPU: cpu, Memory: mem, Env: env, CallTimeout: g.CommandTimeout}
+	if kc.SecretName = c.String(KeyJobS3Secret); kc.SecretName != "" {
+		kc.SecretEnv = kube.S3SecretEnv
+	}
+	return kube.NewRunnerForConfig(rc, kc, f.Logger)
 }
 
 // validateKube checks the Kubernetes runner's settings before anything
