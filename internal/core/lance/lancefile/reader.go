@@ -18,7 +18,7 @@ import (
 
 // File is an open Lance v2 data file.
 type File struct {
-	f       *os.File
+	f       ReaderAtCloser
 	path    string
 	size    int64
 	Version Version
@@ -40,9 +40,27 @@ func OpenFile(path string) (*File, error) {
 		}
 		return nil, err
 	}
-	lf := &File{f: f, path: path}
-	if err := lf.readMeta(); err != nil {
+	st, err := f.Stat()
+	if err != nil {
 		f.Close()
+		return nil, err
+	}
+	return OpenReader(f, st.Size(), path)
+}
+
+// ReaderAtCloser is what a data file is read through: an open file, or an
+// object store's ranged reader.
+type ReaderAtCloser interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// OpenReader is OpenFile over r, size bytes long, named path in errors. r
+// is closed by Close, or on error.
+func OpenReader(r ReaderAtCloser, size int64, path string) (*File, error) {
+	lf := &File{f: r, path: path, size: size}
+	if err := lf.readMeta(); err != nil {
+		r.Close()
 		return nil, err
 	}
 	return lf, nil
@@ -70,11 +88,6 @@ func (lf *File) read(off, n uint64) ([]byte, error) {
 }
 
 func (lf *File) readMeta() error {
-	st, err := lf.f.Stat()
-	if err != nil {
-		return err
-	}
-	lf.size = st.Size()
 	if lf.size < FooterLen {
 		return lf.corrupt("truncated: %d bytes, a footer alone is %d", lf.size, FooterLen)
 	}
