@@ -25,6 +25,9 @@ type Options struct {
 	CallContext func(context.Context) (context.Context, context.CancelFunc)
 	WAL         func(context.Context) (wal.Log, error)
 	Print       func(any, func() *render.Table) error
+	// ProbeStore checks the lance root's conditional creates
+	// (Factory.ProbeLanceStore).
+	ProbeStore func(context.Context) error
 
 	// EtcdEndpoints starts the embedded etcd when configured; Etcd dials.
 	EtcdEndpoints func(context.Context) ([]string, error)
@@ -58,6 +61,7 @@ trimmed beyond what it published).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g := f.Global()
 			opts.Global, opts.LanceRoot, opts.WALTarget = g, g.LanceRoot, g.WAL
+			opts.ProbeStore = f.ProbeLanceStore
 			if opts.WALTarget == "" {
 				opts.WALTarget = "in-process (" + f.WALDir() + ")"
 			}
@@ -73,8 +77,8 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	g := opts.Global
 	checks := []health.Check{
 		health.WritableDir("data-dir", g.DataDir),
-		health.WritableDir("lance-root", g.LanceRoot),
 	}
+	checks = append(checks, storeChecks(ctx, opts)...)
 	checks = append(checks, etcdChecks(ctx, opts)...)
 	checks = append(checks, walChecks(ctx, opts)...)
 	checks = append(checks, walDamageChecks(ctx, opts)...)

@@ -38,6 +38,9 @@ type Dataset struct {
 
 // Open opens the dataset in the local directory root (see OpenStore).
 func Open(root string) (*Dataset, error) {
+	if objstore.HasScheme(root) {
+		return nil, fmt.Errorf("%s: %w", root, ErrNotLocal)
+	}
 	s, err := objstore.NewLocal(root)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)
@@ -190,6 +193,9 @@ type CreateOptions struct {
 // Create makes a new empty dataset in the local directory root (see
 // CreateStore).
 func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, error) {
+	if objstore.HasScheme(root) {
+		return nil, fmt.Errorf("%s: %w", root, ErrNotLocal)
+	}
 	s, err := objstore.NewLocal(root)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)

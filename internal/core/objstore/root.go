@@ -37,6 +37,10 @@ var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]+:`)
 // dots and hyphens, starting and ending with a letter or digit).
 var bucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 
+// HasScheme tells whether s starts with a URL scheme (s3:, gs:, http: …)
+// rather than being a local path.
+func HasScheme(s string) bool { return schemeRE.MatchString(s) }
+
 // ParseRoot parses a --lance-root. s3://bucket/prefix is an S3 root; a
 // string without a scheme is a local directory; any other scheme (gs://,
 // http://, file:…) is ErrUnsupportedRoot, never read as a path (write
