@@ -101,6 +101,9 @@ func newKubeRunner(_ context.Context, f *cmdutil.Factory, p catchup.Policy) (cat
 	env["WALCTL_ETCD_PREFIX"] = g.EtcdPrefix
 	env["WALCTL_WAL"] = g.WAL
 	env["WALCTL_LANCE_ROOT"] = g.LanceRoot
+	if g.LanceLocation.IsS3() {
+		addS3Env(c, env)
+	}
 	rc, err := restConfig(c)
 	if err != nil {
 		return nil, err
@@ -111,6 +114,21 @@ func newKubeRunner(_ context.Context, f *cmdutil.Factory, p catchup.Policy) (cat
 		kc.SecretEnv = kube.S3SecretEnv
 	}
 	return kube.NewRunnerForConfig(rc, kc, f.Logger)
+}
+
+// addS3Env passes the S3 settings an executor needs for tables on S3:
+// endpoint, region, addressing and the unsafe-store override, as the
+// settings' own WALCTL_ variables. Keys are not among them: they reach the
+// executor only from the Secret named by master.job_s3_secret.
+func addS3Env(c *cmdutil.Config, env map[string]string) {
+	for _, k := range []string{cmdutil.KeyS3Endpoint, cmdutil.KeyS3Region, cmdutil.KeyS3PathStyle} {
+		if s, ok := cmdutil.LookupSetting(k); ok && c.String(k) != "" {
+			env[s.Env()] = c.String(k)
+		}
+	}
+	if s, ok := cmdutil.LookupSetting(cmdutil.KeyS3AllowUnsafe); ok && c.Bool(cmdutil.KeyS3AllowUnsafe) {
+		env[s.Env()] = "true"
+	}
 }
 
 // validateKube checks the Kubernetes runner's settings before anything
