@@ -164,3 +164,35 @@ func TestAbortLeavesNothing(t *testing.T) {
 		t.Fatalf("an aborted object exists: %v", err)
 	}
 }
+
+func TestDeleteIfMatchRemovesOnlyTheObjectRead(t *testing.T) {
+	srv := s3server.Start(t, s3server.Options{})
+	s := newS3(t, srv, "lake")
+	ctx := context.Background()
+	if err := s.PutIfAbsent(ctx, "plans/k.json", []byte("first"), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, first, err := s.GetTagged(ctx, "plans/k.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "plans/k.json"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIfAbsent(ctx, "plans/k.json", []byte("second"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteIfMatch(ctx, "plans/k.json", first); !errors.Is(err, objstore.ErrChanged) {
+		t.Fatalf("DeleteIfMatch of a replaced object: %v, want ErrChanged", err)
+	}
+	b, second, err := s.GetTagged(ctx, "plans/k.json")
+	if err != nil || string(b) != "second" {
+		t.Fatalf("the new object was removed: %q, %v", b, err)
+	}
+	if err := s.DeleteIfMatch(ctx, "plans/k.json", second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteIfMatch(ctx, "plans/k.json", second); err != nil {
+		t.Fatalf("DeleteIfMatch of a key already gone: %v", err)
+	}
+}

@@ -3,12 +3,7 @@ package objstore_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/walctl/walctl/internal/core/errs"
@@ -47,50 +42,22 @@ func TestProbeRefusesAStoreThatIgnoresIfNoneMatch(t *testing.T) {
 	}
 }
 
-// lossyProxy forwards every request to the server and, while armed, replaces
-// the answer to a PUT with a 503: the write landed, its answer was lost.
-type lossyProxy struct {
-	armed atomic.Bool
-	url   string
-}
-
-func newLossyProxy(t *testing.T, srv *s3server.Server) *lossyProxy {
-	target, err := url.Parse(srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &lossyProxy{}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.Host = pr.In.Host },
-		ModifyResponse: func(r *http.Response) error {
-			if r.Request.Method == http.MethodPut && p.armed.Load() {
-				r.StatusCode, r.Status = http.StatusServiceUnavailable, "503 Service Unavailable"
-			}
-			return nil
-		},
-	}
-	hs := httptest.NewServer(rp)
-	t.Cleanup(hs.Close)
-	p.url = hs.URL
-	return p
-}
-
 func TestLostAnswerIsUnknownOutcomeNotARetry(t *testing.T) {
 	srv := s3server.Start(t, s3server.Options{})
-	p := newLossyProxy(t, srv)
+	p := s3server.NewLossyProxy(t, srv)
 	s, err := objstore.NewS3(context.Background(), srv.Bucket, "lake", objstore.S3Options{
-		Endpoint: p.url, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+		Endpoint: p.Endpoint, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	p.armed.Store(true)
+	p.Arm("_versions/")
 	err = s.PutIfAbsent(ctx, "t.lance/_versions/2.manifest", []byte("mine"), nil)
 	if !errors.Is(err, objstore.ErrUnknownOutcome) || errors.Is(err, objstore.ErrExists) {
 		t.Fatalf("PutIfAbsent whose answer was lost: %v, want ErrUnknownOutcome (and no retry read as a lost race)", err)
 	}
-	p.armed.Store(false)
+	p.Arm("")
 	if b, err := s.Get(ctx, "t.lance/_versions/2.manifest"); err != nil || string(b) != "mine" {
 		t.Fatalf("re-reading resolves the outcome: %q, %v", b, err)
 	}
