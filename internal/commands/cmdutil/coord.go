@@ -73,8 +73,13 @@ func (f *Factory) PublisherWith(ctx context.Context, owner coord.Owner, adjust f
 	if err != nil {
 		return nil, err
 	}
+	store, err := f.LanceStore(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cfg := publish.Config{
 		LanceRoot: f.Config.Global.LanceRoot,
+		Store:     store,
 		Limits: publish.Limits{
 			MaxBytes:       f.Config.Int64(KeyPlanMaxBytes),
 			MaxGenerations: f.Config.Int(KeyPlanMaxGenerations),

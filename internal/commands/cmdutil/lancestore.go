@@ -106,3 +106,13 @@ func (f *Factory) ProbeLanceStore(ctx context.Context) error {
 	}
 	return fmt.Errorf("%w; refusing to write (set %s=true, env WALCTL_S3_ALLOW_UNSAFE_STORE, only if a single writer is guaranteed otherwise)", err, KeyS3AllowUnsafe)
 }
+
+// RootStore is the lance root a verb reads: store when the verb's RunE
+// filled it from LanceStore, else the local directory dir (tests of xRun
+// fill only the directory).
+func RootStore(store objstore.Store, dir string) objstore.Store {
+	if store != nil {
+		return store
+	}
+	return objstore.NewLocal(dir)
+}

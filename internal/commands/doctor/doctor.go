@@ -13,15 +13,18 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/health"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // Options of `walctl doctor`: the configuration it checks and the lazy
 // dependencies.
 type Options struct {
-	Global      cmdutil.Global
-	WALTarget   string
-	LanceRoot   string
+	Global    cmdutil.Global
+	WALTarget string
+	LanceRoot string
+	// Store is the lance root's store (nil: the directory LanceRoot).
+	Store       objstore.Store
 	CallContext func(context.Context) (context.Context, context.CancelFunc)
 	WAL         func(context.Context) (wal.Log, error)
 	Print       func(any, func() *render.Table) error
@@ -62,6 +65,10 @@ trimmed beyond what it published).`,
 			g := f.Global()
 			opts.Global, opts.LanceRoot, opts.WALTarget = g, g.LanceRoot, g.WAL
 			opts.ProbeStore = f.ProbeLanceStore
+			var err error
+			if opts.Store, err = f.LanceStore(cmd.Context()); err != nil {
+				return err
+			}
 			if opts.WALTarget == "" {
 				opts.WALTarget = "in-process (" + f.WALDir() + ")"
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
 	"github.com/walctl/walctl/internal/core/objstore"
 )
@@ -41,11 +40,7 @@ func Open(root string) (*Dataset, error) {
 	if objstore.HasScheme(root) {
 		return nil, fmt.Errorf("%s: %w", root, ErrNotLocal)
 	}
-	s, err := objstore.NewLocal(root)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)
-	}
-	return OpenStore(s)
+	return OpenStore(objstore.NewLocal(root))
 }
 
 // OpenStore opens the dataset rooted at s. It fails with ErrDatasetNotFound
@@ -196,11 +191,7 @@ func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, er
 	if objstore.HasScheme(root) {
 		return nil, fmt.Errorf("%s: %w", root, ErrNotLocal)
 	}
-	s, err := objstore.NewLocal(root)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)
-	}
-	return CreateStore(s, schema, opts)
+	return CreateStore(objstore.NewLocal(root), schema, opts)
 }
 
 // CreateStore makes a new empty dataset on s with the given schema as

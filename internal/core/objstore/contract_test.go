@@ -15,10 +15,7 @@ import (
 // directory and a real versitygw bucket.
 func stores(t *testing.T) map[string]objstore.Store {
 	t.Helper()
-	local, err := objstore.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := objstore.NewLocal(t.TempDir())
 	return map[string]objstore.Store{"local": local, "s3": newS3(t, s3server.Start(t, s3server.Options{}), "lake")}
 }
 
@@ -70,6 +67,10 @@ func TestStoreContract(t *testing.T) {
 			list, err := sub.List(ctx, "_versions")
 			if err != nil || len(list) != 1 || list[0].Key != "_versions/1.manifest" || list[0].Size != 2 {
 				t.Fatalf("List of _versions: %+v, %v (want only 1.manifest, 2 bytes)", list, err)
+			}
+			tree, err := sub.ListTree(ctx, "_versions")
+			if err != nil || len(tree) != 2 || tree[0].Key != "_versions/1.manifest" || tree[1].Key != "_versions/deeper/x" {
+				t.Fatalf("ListTree of _versions: %+v, %v", tree, err)
 			}
 			if list, err := sub.List(ctx, "nothing-here"); err != nil || len(list) != 0 {
 				t.Fatalf("List of an empty dir: %+v, %v", list, err)

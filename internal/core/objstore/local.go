@@ -28,13 +28,13 @@ type Local struct {
 	root string
 }
 
-// NewLocal returns the store rooted at dir (made absolute; not created).
-func NewLocal(dir string) (*Local, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, ErrUnsupportedRoot)
+// NewLocal returns the store rooted at dir (made absolute when the working
+// directory is known; not created).
+func NewLocal(dir string) *Local {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
 	}
-	return &Local{root: abs}, nil
+	return &Local{root: filepath.Clean(dir)}
 }
 
 func (l *Local) path(key string) string { return filepath.Join(l.root, filepath.FromSlash(key)) }
@@ -113,6 +113,38 @@ func (l *Local) List(_ context.Context, dir string) ([]Info, error) {
 			continue // removed since the listing
 		}
 		out = append(out, Info{Key: joinKey(dir, e.Name()), Size: st.Size(), Modified: st.ModTime()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// ListTree returns the regular files under dir at any depth.
+func (l *Local) ListTree(_ context.Context, dir string) ([]Info, error) {
+	base := l.path(dir)
+	var out []Info
+	err := filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed since the listing, or no dir at all
+			}
+			return err
+		}
+		if e.IsDir() {
+			return nil
+		}
+		st, err := e.Info()
+		if err != nil {
+			return nil
+		}
+		rel, err := filepath.Rel(base, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, Info{Key: joinKey(dir, filepath.ToSlash(rel)), Size: st.Size(), Modified: st.ModTime()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", base, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil

@@ -81,5 +81,5 @@ func Open(ctx context.Context, r Root, o S3Options) (Store, error) {
 	if r.IsS3() {
 		return NewS3(ctx, r.Bucket, r.Prefix, o)
 	}
-	return NewLocal(r.Dir)
+	return NewLocal(r.Dir), nil
 }

@@ -212,6 +212,30 @@ func (s *S3) List(ctx context.Context, dir string) ([]Info, error) {
 	return out, nil
 }
 
+// ListTree returns the objects under dir at any depth.
+func (s *S3) ListTree(ctx context.Context, dir string) ([]Info, error) {
+	pfx := s.full(dir)
+	if pfx != "" {
+		pfx += "/"
+	}
+	base := strings.Trim(dir, "/")
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &pfx})
+	var out []Info
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, s.wrap("list", dir+"/", err)
+		}
+		for _, o := range page.Contents {
+			if name := strings.TrimPrefix(aws.ToString(o.Key), pfx); name != "" {
+				out = append(out, Info{Key: joinKey(base, name), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
 // PutIfAbsent is a PutObject with If-None-Match: *, sent once (the SDK's
 // retries are off for it: a retry of a request that landed would be
 // refused and read as a lost race). 412 and 409 are ErrExists; any other

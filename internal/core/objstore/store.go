@@ -94,6 +94,8 @@ type Store interface {
 	// List returns the objects directly under dir (not deeper), keys
 	// relative to the store, sorted. A dir with no object is an empty list.
 	List(ctx context.Context, dir string) ([]Info, error)
+	// ListTree returns the objects under dir at any depth, sorted.
+	ListTree(ctx context.Context, dir string) ([]Info, error)
 	// PutIfAbsent creates key with data only if it does not exist:
 	// ErrExists when it did (a lost race), ErrUnknownOutcome when the
 	// request may have landed. A returned nil means created and durable.

@@ -170,9 +170,8 @@ func (s *Session) prepareRound(ctx context.Context) (*Result, *Plan, *Prepared, 
 // positions (ErrWatermarkBehindTrim, ErrWatermarkAheadOfWAL); with nothing
 // to publish it fills res's watermarks and unsealed counts.
 func (s *Session) probe(ctx context.Context, res *Result) (bool, error) {
-	path := s.p.TablePath(s.table)
 	w := Watermarks{}
-	ds, err := lance.Open(path)
+	ds, err := s.p.OpenTable(s.table)
 	switch {
 	case errors.Is(err, lance.ErrDatasetNotFound):
 	case err != nil:
@@ -187,7 +186,7 @@ func (s *Session) probe(ctx context.Context, res *Result) (bool, error) {
 			return false, err
 		}
 		w = st.Watermarks
-		plans, err := NewStore(path).Plans()
+		plans, err := NewStoreOn(s.p.TableStore(s.table)).Plans()
 		if err != nil {
 			return false, err
 		}

@@ -233,7 +233,7 @@ func (t *tableLoop) hasWork(ctx context.Context) (bool, error) {
 		}
 	}
 	w := publish.Watermarks{}
-	ds, err := lance.Open(t.w.pub.TablePath(t.table))
+	ds, err := t.w.pub.OpenTable(t.table)
 	switch {
 	case errors.Is(err, lance.ErrDatasetNotFound):
 	case err != nil:
