@@ -34,6 +34,7 @@ func TestUnsafeStoreIsRefusedByDoctorAndWriters(t *testing.T) {
 		}
 	}
 	for _, verb := range [][]string{
+		{"quickstart", "--records", "100"},
 		{"publish", "--table", "quickstart"},
 		{"worker", "run", "--tables", "quickstart"},
 	} {
