@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/testutil/s3server"
 )
 
@@ -36,8 +37,33 @@ func TestQuickstartOnS3(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"verified": true`) {
 		t.Fatalf("quickstart on %s: exit %d\n%s\n%s", root, code, out, errOut)
 	}
+	// A preparer that died mid-upload leaves a multipart upload open under
+	// the table's data/: the next owner aborts it after its fence.
+	dead, err := objstore.NewS3(context.Background(), srv.Bucket, "lake/quickstart.lance", objstore.S3Options{
+		Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dead.Create(context.Background(), "data/dead-attempt.lance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(make([]byte, objstore.DefaultPartSize+1)); err != nil {
+		t.Fatal(err)
+	}
+	if ups, err := dead.Uploads(context.Background(), "data"); err != nil || len(ups) != 1 {
+		t.Fatalf("the dead attempt's upload: %+v, %v", ups, err)
+	}
+	code, out, errOut = walctlS3(t, srv, srv.Endpoint, "quickstart", "--records", "1000", "--batch-rows", "500", "--data-dir", data, "--lance-root", root, "--output", "json")
+	if code != 0 || !strings.Contains(out, `"verified": true`) {
+		t.Fatalf("second quickstart on %s: exit %d\n%s\n%s", root, code, out, errOut)
+	}
+	if ups, err := dead.Uploads(context.Background(), "data"); err != nil || len(ups) != 0 {
+		t.Fatalf("uploads left after the next owner's fence: %+v, %v", ups, err)
+	}
 	code, out, errOut = walctlS3(t, srv, srv.Endpoint, "table", "read", "--table", "quickstart", "--count", "--data-dir", data, "--lance-root", root, "--output", "json")
-	if code != 0 || !strings.Contains(out, `"row_count": 3000`) {
+	if code != 0 || !strings.Contains(out, `"row_count": 4000`) {
 		t.Fatalf("table read from the bucket: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut = walctlS3(t, srv, srv.Endpoint, "verify", "--table", "quickstart", "--data-dir", data, "--lance-root", root, "--output", "json")

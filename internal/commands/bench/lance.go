@@ -55,12 +55,13 @@ Node.js and the pinned official package (make oracle).`,
 }
 
 func lanceRun(ctx context.Context, opts *LanceOptions) error {
-	o := &oracle.Oracle{Dir: opts.OracleDir}
-	if opts.OracleDir == "" {
-		var err error
-		if o, err = oracle.Find(); err != nil {
-			return err
-		}
+	find := oracle.Find
+	if opts.OracleDir != "" {
+		find = func() (*oracle.Oracle, error) { return oracle.At(opts.OracleDir) }
+	}
+	o, err := find()
+	if err != nil {
+		return err
 	}
 	dir := opts.Dir
 	if dir == "" {

@@ -30,6 +30,8 @@ type PublishOptions struct {
 	Publisher func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error)
 	Owner     func(kind string) coord.Owner
 	Streamed  bool // the child's preparation mode, from its configuration
+	// Exe finds the walctl executable the measured child runs.
+	Exe func() (string, error)
 	// S3 sets up a run on an S3 lance root (nil, nil on a local one).
 	S3 func(ctx context.Context, run string) (*s3Bench, error)
 
@@ -44,7 +46,7 @@ type PublishOptions struct {
 
 // NewCmdPublish returns `bench publish`.
 func NewCmdPublish(f *cmdutil.Factory, runF func(context.Context, *PublishOptions) error) *cobra.Command {
-	opts := &PublishOptions{ErrOut: f.IOStreams.ErrOut, Print: f.Print, Publisher: f.Publisher, Owner: f.Owner, Size: 1 << 30, Budget: 256 << 20,
+	opts := &PublishOptions{ErrOut: f.IOStreams.ErrOut, Print: f.Print, Publisher: f.Publisher, Owner: f.Owner, Exe: self, Size: 1 << 30, Budget: 256 << 20,
 		S3: func(ctx context.Context, run string) (*s3Bench, error) { return newS3Bench(ctx, f, run) }}
 	cmd := &cobra.Command{
 		Use:   "publish [--size 1GiB] [--budget 256MiB] [--modes buffered,streamed]",
@@ -112,7 +114,7 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 	if !opts.Keep {
 		defer os.RemoveAll(root)
 	}
-	exe, err := self()
+	exe, err := opts.Exe()
 	if err != nil {
 		return err
 	}

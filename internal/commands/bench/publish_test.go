@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/pubbench"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
@@ -47,5 +52,60 @@ func TestChildRunPublisherError(t *testing.T) {
 		}}
 	if err := childRun(context.Background(), opts); !errors.Is(err, down) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// fakeChild writes an executable standing in for the measured walctl
+// child: it records its arguments and environment in dir and prints one
+// mode's result.
+func fakeChild(t *testing.T, dir string) string {
+	t.Helper()
+	exe := filepath.Join(dir, "walctl")
+	script := "#!/bin/sh\n" +
+		"echo \"$@\" > \"" + dir + "/args\"\n" +
+		"env > \"" + dir + "/env-$WALCTL_WORKER_PUBLICATION_PIPELINE_PREPARATION\"\n" +
+		"echo '{\"bytes\": 1048576, \"rows\": 10, \"files\": 2, \"rounds\": 1, \"seconds\": 0.5, \"mib_per_s\": 2}'\n"
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// bench publish builds a real backlog per mode in a scratch directory,
+// runs the child with the mode's preparation and budget in its
+// environment, prints one run per mode and removes the scratch directory.
+func TestPublishRun(t *testing.T) {
+	scratch, bin := t.TempDir(), t.TempDir()
+	var printed any
+	opts := &PublishOptions{ErrOut: io.Discard, Dir: scratch, Size: 256 << 10, Budget: 64 << 20, Modes: []string{"buffered", "streamed"}, DDMiB: 1,
+		Exe:   func() (string, error) { return fakeChild(t, bin), nil },
+		Print: func(v any, _ func() *render.Table) error { printed = v; return nil }}
+	if err := publishRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	res, ok := printed.(pubbench.Result)
+	if !ok || len(res.Runs) != 2 || res.Runs[0].Mode != "buffered" || res.Runs[1].Mode != "streamed" || res.Runs[0].Bytes != 1<<20 || len(res.Backlog) != 2 {
+		t.Fatalf("printed %+v", printed)
+	}
+	for _, bl := range res.Backlog {
+		if bl.Bytes < 256<<10 {
+			t.Fatalf("backlog %+v smaller than --size", bl)
+		}
+	}
+	args, err := os.ReadFile(filepath.Join(bin, "args"))
+	if err != nil || !strings.HasPrefix(string(args), "bench publish --child") {
+		t.Fatalf("child args %q %v", args, err)
+	}
+	for mode, streamed := range map[string]string{"buffered": "false", "streamed": "true"} {
+		env, err := os.ReadFile(filepath.Join(bin, "env-"+streamed))
+		if err != nil {
+			t.Fatalf("%s: the child did not run with its preparation mode: %v", mode, err)
+		}
+		if !strings.Contains(string(env), "WALCTL_WORKER_MEMORY_BUDGET=67108864") || !strings.Contains(string(env), "WALCTL_DATA_DIR="+scratch) {
+			t.Fatalf("%s: child environment lacks the budget or scratch data dir:\n%s", mode, env)
+		}
+	}
+	if left, err := os.ReadDir(scratch); err != nil || len(left) != 0 {
+		t.Fatalf("scratch left behind: %v %v", left, err)
 	}
 }

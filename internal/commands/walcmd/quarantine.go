@@ -17,7 +17,11 @@ import (
 
 // QuarantineOptions of `walctl wal quarantine`.
 type QuarantineOptions struct {
-	F          *cmdutil.Factory
+	deps
+	// WALDir is the WAL directory (the engine opened in-process); JSON
+	// says whether the output is JSON (then the next steps stay off stderr).
+	WALDir     string
+	JSON       func() bool
 	Table      string
 	Shard      int
 	Generation uint64
@@ -34,7 +38,7 @@ type QuarantineOutput struct {
 
 // NewCmdQuarantine returns `wal quarantine`.
 func NewCmdQuarantine(f *cmdutil.Factory, runF func(context.Context, *QuarantineOptions) error) *cobra.Command {
-	opts := &QuarantineOptions{F: f}
+	opts := &QuarantineOptions{deps: newDeps(f), JSON: f.JSON}
 	cmd := &cobra.Command{
 		Use:   "quarantine --table T --shard S --generation G --reason TEXT [--force]",
 		Short: "Move a damaged WAL generation aside, with an audit record (never a repair)",
@@ -83,9 +87,10 @@ EXIT STATUS
 				return cmdutil.FlagErrorf("--generation is required (the generation's first position, as doctor lists it)")
 			case opts.Reason == "":
 				return cmdutil.FlagErrorf("--reason is required (it is kept in the audit record)")
-			case opts.F.Global().WAL != "":
+			case f.Global().WAL != "":
 				return cmdutil.FlagErrorf("wal quarantine works on the WAL directory (--data-dir on the WAL host), not through --wal")
 			}
+			opts.WALDir = f.WALDir()
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -101,22 +106,21 @@ EXIT STATUS
 }
 
 func quarantineRun(ctx context.Context, opts *QuarantineOptions) error {
-	f := opts.F
-	log, err := f.WAL(ctx)
+	log, err := opts.WAL(ctx)
 	if err != nil {
 		return err
 	}
 	eng, ok := log.(*wal.Engine)
 	if !ok {
-		return fmt.Errorf("wal quarantine needs the WAL directory %s, which another process serves: stop it first (the quarantine must not race its appends and reads): %w", f.WALDir(), errs.ErrConflict)
+		return fmt.Errorf("wal quarantine needs the WAL directory %s, which another process serves: stop it first (the quarantine must not race its appends and reads): %w", opts.WALDir, errs.ErrConflict)
 	}
 	res, err := eng.Quarantine(ctx, wal.QuarantineRequest{Table: opts.Table, Shard: opts.Shard, Generation: opts.Generation,
 		Force: opts.Force, Reason: opts.Reason, Actor: actor()})
 	if err != nil {
 		return err
 	}
-	out := QuarantineOutput{QuarantineResult: res, Next: nextSteps(res, filepath.Join(f.WALDir(), "tables", opts.Table, fmt.Sprintf("shard-%04d", opts.Shard)))}
-	if err := f.Print(out, func() *render.Table {
+	out := QuarantineOutput{QuarantineResult: res, Next: nextSteps(res, filepath.Join(opts.WALDir, "tables", opts.Table, fmt.Sprintf("shard-%04d", opts.Shard)))}
+	if err := opts.Print(out, func() *render.Table {
 		t := render.NewTable("table", "shard", "generation", "unreadable", "moved to")
 		rng := fmt.Sprintf("%d..%d", res.First, res.Last)
 		if res.LastIsBound {
@@ -127,8 +131,8 @@ func quarantineRun(ctx context.Context, opts *QuarantineOptions) error {
 	}); err != nil {
 		return err
 	}
-	if !f.JSON() {
-		fmt.Fprintln(f.IOStreams.ErrOut, out.Next)
+	if !opts.JSON() {
+		fmt.Fprintln(opts.ErrOut, out.Next)
 	}
 	return nil
 }

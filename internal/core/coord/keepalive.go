@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/utils/clock"
 )
 
 // run is the claim's single goroutine. It renews the lease every TTL/3 with
@@ -44,36 +45,9 @@ func (cl *Claim) run(wch clientv3.WatchChan) {
 			return
 
 		case <-renew.C():
-			if cl.hooks.pauseKeepAlive.Load() {
-				renew.Reset(interval)
-				continue
-			}
-			left := cl.untilExpiry()
-			if left <= 0 {
-				cl.lose(cl.wallTimeExpired(cl.age()))
+			if err := cl.renew(renew, expiry, interval, retry); err != nil {
+				cl.lose(err)
 				return
-			}
-			sent := clk.Now()
-			ctx, cancel := context.WithTimeout(cl.ctx, min(cl.c.callTimeout, left))
-			resp, err := cl.c.cli.KeepAliveOnce(ctx, cl.lease)
-			cancel()
-			switch {
-			case errors.Is(err, rpctypes.ErrLeaseNotFound):
-				cl.lose(fmt.Errorf("table %s: etcd no longer knows lease %x: %w", cl.table, cl.lease, ErrLeaseExpired))
-				return
-			case err != nil:
-				// Transient (or Release cancelled it): try again soon; the
-				// expiry timer ends the claim if no renewal succeeds in time.
-				renew.Reset(retry)
-			case resp.TTL <= 0:
-				cl.lose(fmt.Errorf("table %s: etcd reports lease %x expired: %w", cl.table, cl.lease, ErrLeaseExpired))
-				return
-			default:
-				cl.mu.Lock()
-				cl.lastKA = sent
-				cl.mu.Unlock()
-				renew.Reset(interval)
-				expiry.Reset(cl.untilExpiry())
 			}
 
 		case wr, ok := <-wch:
@@ -83,19 +57,62 @@ func (cl *Claim) run(wch clientv3.WatchChan) {
 				wch = nil
 				continue
 			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					cl.lose(fmt.Errorf("table %s: claim revision %d was deleted at revision %d: %w",
-						cl.table, cl.rev, ev.Kv.ModRevision, ErrNotOwner))
-					return
-				}
-				if ev.Kv.CreateRevision != cl.rev {
-					cl.lose(fmt.Errorf("table %s: claim replaced by revision %d: %w", cl.table, ev.Kv.CreateRevision, ErrNotOwner))
-					return
-				}
+			if err := cl.checkEvents(wr.Events); err != nil {
+				cl.lose(err)
+				return
 			}
 		}
 	}
+}
+
+// renew sends one keep-alive when the renew timer fires and resets the
+// timers. It returns why the claim is lost, or nil; a transient failure
+// retries after retry, and the expiry timer ends the claim if no renewal
+// succeeds in time.
+func (cl *Claim) renew(renew, expiry clock.Timer, interval, retry time.Duration) error {
+	if cl.hooks.pauseKeepAlive.Load() {
+		renew.Reset(interval)
+		return nil
+	}
+	left := cl.untilExpiry()
+	if left <= 0 {
+		return cl.wallTimeExpired(cl.age())
+	}
+	sent := cl.c.clock.Now()
+	ctx, cancel := context.WithTimeout(cl.ctx, min(cl.c.callTimeout, left))
+	resp, err := cl.c.cli.KeepAliveOnce(ctx, cl.lease)
+	cancel()
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return fmt.Errorf("table %s: etcd no longer knows lease %x: %w", cl.table, cl.lease, ErrLeaseExpired)
+	case err != nil:
+		// Transient (or Release cancelled it): try again soon.
+		renew.Reset(retry)
+	case resp.TTL <= 0:
+		return fmt.Errorf("table %s: etcd reports lease %x expired: %w", cl.table, cl.lease, ErrLeaseExpired)
+	default:
+		cl.mu.Lock()
+		cl.lastKA = sent
+		cl.mu.Unlock()
+		renew.Reset(interval)
+		expiry.Reset(cl.untilExpiry())
+	}
+	return nil
+}
+
+// checkEvents returns ErrNotOwner when the watched claim key was deleted
+// or replaced.
+func (cl *Claim) checkEvents(events []*clientv3.Event) error {
+	for _, ev := range events {
+		if ev.Type == mvccpb.DELETE {
+			return fmt.Errorf("table %s: claim revision %d was deleted at revision %d: %w",
+				cl.table, cl.rev, ev.Kv.ModRevision, ErrNotOwner)
+		}
+		if ev.Kv.CreateRevision != cl.rev {
+			return fmt.Errorf("table %s: claim replaced by revision %d: %w", cl.table, ev.Kv.CreateRevision, ErrNotOwner)
+		}
+	}
+	return nil
 }
 
 func (cl *Claim) age() time.Duration {

@@ -202,3 +202,12 @@ func (s *S3) AbortUpload(ctx context.Context, u Upload) error {
 	})
 	return s.wrap("abort upload of", u.Key, err)
 }
+
+// Uploader is implemented by stores with multipart uploads that a dead
+// writer can leave open (S3 keeps and bills their parts until aborted).
+type Uploader interface {
+	// Uploads lists the uploads in progress under dir.
+	Uploads(ctx context.Context, dir string) ([]Upload, error)
+	// AbortUpload aborts one of them.
+	AbortUpload(ctx context.Context, u Upload) error
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 
@@ -50,6 +51,12 @@ type LoadConfig struct {
 	Clock        clock.Clock
 	// Progress, when set, is called after every ACKed entry (concurrently).
 	Progress func(LoadStatus)
+	// StringBytes is the length of the generated strings (synth's default
+	// if 0).
+	StringBytes int
+	// OnAck, when set, sees every ACKed batch before it is released
+	// (concurrently).
+	OnAck func(arrow.RecordBatch)
 }
 
 // LoadStatus is the running total of a Load.
@@ -174,6 +181,9 @@ func (l *loader) produce(ctx context.Context, p int) (ProducerResult, error) {
 		res.Error = err.Error()
 		return res, err
 	}
+	if cfg.StringBytes > 0 {
+		gen.StringBytes = cfg.StringBytes
+	}
 	limit := res.FirstID + cfg.IDSpan
 	consecutive := 0
 	for i := 0; !l.done(); i++ {
@@ -194,6 +204,9 @@ func (l *loader) produce(ctx context.Context, p int) (ProducerResult, error) {
 		cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 		_, err := l.log.Append(cctx, cfg.Table, (p+i*cfg.Producers)%cfg.Info.Shards, b)
 		cancel()
+		if err == nil && cfg.OnAck != nil {
+			cfg.OnAck(b)
+		}
 		b.Release()
 		if err == nil {
 			consecutive = 0

@@ -10,13 +10,12 @@ import (
 	"io"
 	"os/exec"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/walctl/walctl/internal/core/producer"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
@@ -54,7 +53,9 @@ type BacklogOptions struct {
 	OnAck func(arrow.RecordBatch)
 }
 
-// Backlog is what was appended and sealed.
+// Backlog is what was appended and sealed. Every id in [FirstID, LastID]
+// that an ACKed entry holds is unique, but the range is not contiguous:
+// producer p appends ids from FirstID + p·producer.DefaultIDSpan.
 type Backlog struct {
 	Table   string  `json:"table"`
 	Entries int64   `json:"entries"`
@@ -65,103 +66,81 @@ type Backlog struct {
 	Seconds float64 `json:"seconds"`
 }
 
+func (o BacklogOptions) withDefaults() BacklogOptions {
+	if o.Shards <= 0 {
+		o.Shards = 4
+	}
+	if o.EntryBytes <= 0 {
+		o.EntryBytes = 1 << 20
+	}
+	if o.Producers <= 0 {
+		o.Producers = 2
+	}
+	if o.FirstID <= 0 {
+		o.FirstID = 1
+	}
+	if o.Schema == nil {
+		o.Schema = Schema
+	}
+	return o
+}
+
 // MakeBacklog appends opts.Bytes of synthetic entries to log (every one
-// ACKed, that is durable) and seals every shard, so all of it is publishable
-// and nothing of it is published. On cancellation it stops appending and
-// returns ctx's error; what was ACKed stays in the WAL.
+// ACKed, that is durable) with producer.Load and seals every shard, so all
+// of it is publishable and nothing of it is published. On cancellation it
+// stops appending and returns ctx's error; what was ACKed stays in the WAL.
+// A failed append stops it (no retry).
 func MakeBacklog(ctx context.Context, log wal.Log, opts BacklogOptions) (Backlog, error) {
-	if opts.Shards <= 0 {
-		opts.Shards = 4
-	}
-	if opts.EntryBytes <= 0 {
-		opts.EntryBytes = 1 << 20
-	}
-	if opts.Producers <= 0 {
-		opts.Producers = 2
-	}
-	if opts.FirstID <= 0 {
-		opts.FirstID = 1
-	}
-	if opts.Schema == nil {
-		opts.Schema = Schema
-	}
+	opts = opts.withDefaults()
 	info, err := log.CreateTable(ctx, opts.Table, opts.Schema, opts.Shards)
 	if err != nil {
 		return Backlog{}, err
 	}
-	probe, err := synth.New(info.Schema, opts.Seed)
+	rows, err := entryRows(info.Schema, opts)
 	if err != nil {
 		return Backlog{}, err
 	}
-	if opts.StringBytes > 0 {
-		probe.StringBytes = opts.StringBytes
-	}
-	sample := probe.Batch(1024)
-	rowBytes := max(publish.RecordBytes(sample)/1024, 1)
-	sample.Release()
-	rows := int(max(opts.EntryBytes/rowBytes, 1))
-
 	start := time.Now()
-	var (
-		nextID          atomic.Int64
-		bytes, n, nrows atomic.Int64
-		wg              sync.WaitGroup
-		mu              sync.Mutex
-		first           error
-	)
-	nextID.Store(opts.FirstID)
-	for p := 0; p < opts.Producers; p++ {
-		wg.Add(1)
-		go func(p int) {
-			defer wg.Done()
-			gen, err := synth.New(info.Schema, opts.Seed+uint64(p)+1)
-			if err != nil {
-				mu.Lock()
-				first = err
-				mu.Unlock()
-				return
-			}
-			if opts.StringBytes > 0 {
-				gen.StringBytes = opts.StringBytes
-			}
-			for i := 0; bytes.Load() < opts.Bytes && ctx.Err() == nil; i++ {
-				gen.NextID = nextID.Add(int64(rows)) - int64(rows)
-				b := gen.Batch(rows)
-				size := publish.RecordBytes(b)
-				shard := (p + i*opts.Producers) % opts.Shards
-				_, err := log.Append(ctx, opts.Table, shard, b)
-				if err == nil && opts.OnAck != nil {
-					opts.OnAck(b)
-				}
-				b.Release()
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("append to %s shard %d: %w", opts.Table, shard, err)
-					}
-					mu.Unlock()
-					return
-				}
-				bytes.Add(size)
-				n.Add(1)
-				nrows.Add(int64(rows))
-			}
-		}(p)
+	res, err := producer.Load(ctx, log, producer.LoadConfig{
+		Table: opts.Table, Info: info, Producers: opts.Producers, BatchRows: rows, MaxBytes: opts.Bytes,
+		Seed: opts.Seed + 1, FirstID: opts.FirstID, StringBytes: opts.StringBytes, OnAck: opts.OnAck,
+	})
+	if err == nil {
+		err = ctx.Err()
 	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	if first != nil {
-		return Backlog{}, first
+	if err != nil {
+		return Backlog{}, err
 	}
 	for s := 0; s < opts.Shards; s++ {
 		if _, err := log.Seal(ctx, opts.Table, s); err != nil {
 			return Backlog{}, err
 		}
 	}
-	return Backlog{Table: opts.Table, Entries: n.Load(), Rows: nrows.Load(), Bytes: bytes.Load(),
-		FirstID: opts.FirstID, LastID: nextID.Load() - 1, Seconds: time.Since(start).Seconds()}, nil
+	bl := Backlog{Table: opts.Table, FirstID: opts.FirstID, LastID: opts.FirstID - 1}
+	for _, r := range res {
+		bl.Entries, bl.Rows, bl.Bytes = bl.Entries+r.Entries, bl.Rows+r.Rows, bl.Bytes+r.Bytes
+		for _, ids := range r.Acked {
+			bl.LastID = max(bl.LastID, ids.Last)
+		}
+	}
+	bl.Seconds = time.Since(start).Seconds()
+	return bl, nil
+}
+
+// entryRows is how many rows of the schema's synthetic records make an
+// entry of about opts.EntryBytes.
+func entryRows(schema *arrow.Schema, opts BacklogOptions) (int, error) {
+	probe, err := synth.New(schema, opts.Seed)
+	if err != nil {
+		return 0, err
+	}
+	if opts.StringBytes > 0 {
+		probe.StringBytes = opts.StringBytes
+	}
+	sample := probe.Batch(1024)
+	defer sample.Release()
+	rowBytes := max(publish.RecordBytes(sample)/1024, 1)
+	return int(max(opts.EntryBytes/rowBytes, 1)), nil
 }
 
 // Child is a finished child process: its stdout, wall time and peak

@@ -172,17 +172,46 @@ type Pending struct {
 // is below what the WAL trimmed, with ErrWatermarkAheadOfWAL when it is
 // beyond the WAL's last position, and returns nil when nothing is pending.
 func BuildPlan(table string, start Watermarks, pending []Pending, lim Limits) (*Plan, error) {
-	type queue struct {
-		shard int
-		next  uint64 // next position to publish
-		gens  []wal.Generation
+	queues, err := planQueues(table, pending)
+	if err != nil {
+		return nil, err
 	}
-	var queues []*queue
+	pl := &planner{lim: lim, ranges: map[int]*Range{}, files: map[int][]Range{}}
+	for progress := true; progress; {
+		progress = false
+		for _, q := range queues {
+			if len(q.gens) > 0 && pl.gens < lim.MaxGenerations {
+				progress = pl.take(q) || progress
+			}
+		}
+	}
+	if len(pl.ranges) == 0 {
+		if len(pl.damaged) > 0 {
+			// Only damaged work is left: fail loudly, naming it.
+			return nil, fmt.Errorf("table %q: the WAL cannot serve %s: walctl doctor says what to decide (quarantine, or restore from a copy): %w",
+				table, strings.Join(pl.damaged, ", "), errs.ErrCorrupt)
+		}
+		return nil, nil
+	}
+	return pl.plan(table, start), nil
+}
+
+// planQueue is one shard's sealed generations above its watermark.
+type planQueue struct {
+	shard int
+	next  uint64 // next position to publish
+	gens  []wal.Generation
+}
+
+// planQueues checks each shard's positions and queues its pending sealed
+// generations; shards with none are left out.
+func planQueues(table string, pending []Pending) ([]*planQueue, error) {
+	var queues []*planQueue
 	for _, p := range pending {
 		if err := checkPositions(table, p.Shard, p.Watermark, p.TrimmedThrough, p.LastPosition); err != nil {
 			return nil, err
 		}
-		q := &queue{shard: p.Shard, next: p.Watermark + 1}
+		q := &planQueue{shard: p.Shard, next: p.Watermark + 1}
 		for _, g := range p.Generations {
 			if g.Sealed && g.Last > p.Watermark {
 				q.gens = append(q.gens, g)
@@ -192,70 +221,70 @@ func BuildPlan(table string, start Watermarks, pending []Pending, lim Limits) (*
 			queues = append(queues, q)
 		}
 	}
-	ranges := map[int]*Range{}
-	files := map[int][]Range{}
-	var bytes int64
-	gens := 0
-	var damaged []string
-	for progress := true; progress; {
-		progress = false
-		for _, q := range queues {
-			if len(q.gens) == 0 || gens >= lim.MaxGenerations {
-				continue
-			}
-			g := q.gens[0]
-			if g.First > q.next {
-				q.gens = nil // a gap (should not happen): stop this shard here
-				continue
-			}
-			if g.Damaged {
-				// Damage stops its own shard, never skipped (rule 18); the
-				// other shards are still planned.
-				damaged = append(damaged, fmt.Sprintf("shard %d positions %d..%d (%s)", q.shard, max(g.First, q.next), g.Last, g.Path))
-				q.gens = nil
-				continue
-			}
-			// A generation straddling the watermark contributes its tail only.
-			share := g.Bytes
-			if g.First < q.next && g.Last > g.First {
-				share = g.Bytes * int64(g.Last-q.next+1) / int64(g.Last-g.First+1)
-			}
-			if gens > 0 && bytes+share > lim.MaxBytes {
-				q.gens = nil
-				continue
-			}
-			r := ranges[q.shard]
-			if r == nil {
-				r = &Range{Shard: q.shard, From: q.next}
-				ranges[q.shard] = r
-			}
-			r.To, r.Bytes = g.Last, r.Bytes+share
-			fs := files[q.shard]
-			if n := len(fs); n > 0 && fs[n-1].Bytes+share <= lim.FileBytes {
-				fs[n-1].To, fs[n-1].Bytes = g.Last, fs[n-1].Bytes+share
-			} else {
-				fs = append(fs, Range{Shard: q.shard, From: q.next, To: g.Last, Bytes: share})
-			}
-			files[q.shard] = fs
-			bytes += share
-			gens++
-			q.next = g.Last + 1
-			q.gens = q.gens[1:]
-			progress = true
-		}
+	return queues, nil
+}
+
+// planner accumulates a plan within its limits, one generation at a time.
+type planner struct {
+	lim     Limits
+	ranges  map[int]*Range
+	files   map[int][]Range
+	bytes   int64
+	gens    int
+	damaged []string
+}
+
+// take adds q's next generation to the plan, or stops q's shard (a gap,
+// damage, or the byte limit); it reports whether it added one.
+func (pl *planner) take(q *planQueue) bool {
+	g := q.gens[0]
+	if g.First > q.next {
+		q.gens = nil // a gap (should not happen): stop this shard here
+		return false
 	}
-	if len(ranges) == 0 {
-		if len(damaged) > 0 {
-			// Only damaged work is left: fail loudly, naming it.
-			return nil, fmt.Errorf("table %q: the WAL cannot serve %s: walctl doctor says what to decide (quarantine, or restore from a copy): %w",
-				table, strings.Join(damaged, ", "), errs.ErrCorrupt)
-		}
-		return nil, nil
+	if g.Damaged {
+		// Damage stops its own shard, never skipped (rule 18); the
+		// other shards are still planned.
+		pl.damaged = append(pl.damaged, fmt.Sprintf("shard %d positions %d..%d (%s)", q.shard, max(g.First, q.next), g.Last, g.Path))
+		q.gens = nil
+		return false
 	}
+	// A generation straddling the watermark contributes its tail only.
+	share := g.Bytes
+	if g.First < q.next && g.Last > g.First {
+		share = g.Bytes * int64(g.Last-q.next+1) / int64(g.Last-g.First+1)
+	}
+	if pl.gens > 0 && pl.bytes+share > pl.lim.MaxBytes {
+		q.gens = nil
+		return false
+	}
+	r := pl.ranges[q.shard]
+	if r == nil {
+		r = &Range{Shard: q.shard, From: q.next}
+		pl.ranges[q.shard] = r
+	}
+	r.To, r.Bytes = g.Last, r.Bytes+share
+	fs := pl.files[q.shard]
+	if n := len(fs); n > 0 && fs[n-1].Bytes+share <= pl.lim.FileBytes {
+		fs[n-1].To, fs[n-1].Bytes = g.Last, fs[n-1].Bytes+share
+	} else {
+		fs = append(fs, Range{Shard: q.shard, From: q.next, To: g.Last, Bytes: share})
+	}
+	pl.files[q.shard] = fs
+	pl.bytes += share
+	pl.gens++
+	q.next = g.Last + 1
+	q.gens = q.gens[1:]
+	return true
+}
+
+// plan returns the accumulated ranges and files as a plan starting from
+// start, shards in order.
+func (pl *planner) plan(table string, start Watermarks) *Plan {
 	p := &Plan{Kind: KindPlan, SchemaVersion: recordSchema, Table: table, Start: Watermarks{}}
-	for _, s := range slices.Sorted(maps.Keys(ranges)) {
-		p.Ranges = append(p.Ranges, *ranges[s])
-		p.Files = append(p.Files, files[s]...)
+	for _, s := range slices.Sorted(maps.Keys(pl.ranges)) {
+		p.Ranges = append(p.Ranges, *pl.ranges[s])
+		p.Files = append(p.Files, pl.files[s]...)
 	}
 	for s, w := range start {
 		if w > 0 {
@@ -265,7 +294,7 @@ func BuildPlan(table string, start Watermarks, pending []Pending, lim Limits) (*
 	for _, r := range p.Ranges {
 		p.Start[r.Shard] = r.From - 1
 	}
-	return p, nil
+	return p
 }
 
 // planID makes the id of a pinned plan: its key and a suffix unique to the

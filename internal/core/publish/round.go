@@ -170,30 +170,18 @@ func (s *Session) prepareRound(ctx context.Context) (*Result, *Plan, *Prepared, 
 // positions (ErrWatermarkBehindTrim, ErrWatermarkAheadOfWAL); with nothing
 // to publish it fills res's watermarks and unsealed counts.
 func (s *Session) probe(ctx context.Context, res *Result) (bool, error) {
-	w := Watermarks{}
-	ds, err := s.p.OpenTable(s.table)
-	switch {
-	case errors.Is(err, lance.ErrDatasetNotFound):
-	case err != nil:
+	w, err := s.p.LatestWatermarks(s.table)
+	if err != nil {
 		return false, err
-	default:
-		m, err := ds.Latest()
-		if err != nil {
-			return false, err
-		}
-		st, err := ParseState(m.Config)
-		if err != nil {
-			return false, err
-		}
-		w = st.Watermarks
-		plans, err := NewStoreOn(s.p.TableStore(s.table)).Plans()
-		if err != nil {
-			return false, err
-		}
-		for _, p := range plans {
-			if p.Key() == planKey(s.table, w) && p.Standing(w) == StandingPublishable {
-				return true, nil
-			}
+	}
+	// A table without a dataset has no plans directory either: none.
+	plans, err := NewStoreOn(s.p.TableStore(s.table)).Plans()
+	if err != nil {
+		return false, err
+	}
+	for _, p := range plans {
+		if p.Key() == planKey(s.table, w) && p.Standing(w) == StandingPublishable {
+			return true, nil
 		}
 	}
 	stats, err := s.p.log.Stats(ctx, s.table, w)

@@ -143,6 +143,12 @@ func (p *Publisher) OpenTable(table string) (*lance.Dataset, error) {
 	return lance.OpenStore(p.TableStore(table))
 }
 
+// LatestWatermarks returns the watermarks of the table's latest version
+// under the publisher's Lance root (see the function LatestWatermarks).
+func (p *Publisher) LatestWatermarks(table string) (Watermarks, error) {
+	return LatestWatermarksOn(p.cfg.Store, table)
+}
+
 // Session is one ownership of one table: a claim and the publisher epoch
 // fenced under it. It is used by one goroutine at a time.
 type Session struct {
@@ -309,6 +315,7 @@ func (s *Session) fence(ctx context.Context) error {
 		switch {
 		case st.Epoch == s.epoch:
 			s.fenced = true
+			s.abortDeadUploads(ctx)
 			return nil
 		case st.Epoch > s.epoch:
 			return fmt.Errorf("table %s version %d is fenced at epoch %d, this publisher has %d: %w", s.table, m.Version, st.Epoch, s.epoch, ErrFenced)

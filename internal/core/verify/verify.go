@@ -143,7 +143,6 @@ func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
 		}
 		opts.Store = objstore.NewLocal(opts.LanceRoot)
 	}
-	ts := opts.Store.Sub(opts.Table + ".lance")
 	r, err := publish.OpenReaderOn(opts.Store, opts.Table, publish.Selection{Version: opts.Version})
 	if err != nil {
 		return nil, err
@@ -156,7 +155,44 @@ func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	attempts, err := publish.NewStoreOn(ts).AllAttempts()
+	dir := opts.Store.Sub(opts.Table + ".lance")
+	byPath, err := preparedByPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	v := &verifier{ctx: ctx, log: log, table: opts.Table, h: newHasher(), shards: map[int]*ShardReport{}}
+	rep := &Report{Table: opts.Table, Version: r.Manifest.Version, Epoch: r.State.Epoch, Watermarks: r.State.Watermarks,
+		Fragments: len(r.Manifest.Fragments), Problems: []Problem{}}
+	v.rep = rep
+	v.initShards(stats, info.Shards, r.State.Watermarks)
+	if err := v.pending(); err != nil {
+		return nil, err
+	}
+	damaged, err := v.files(dir, r, byPath)
+	if err != nil {
+		return nil, err
+	}
+	files, err := v.scan(r, byPath, damaged)
+	if err != nil {
+		return nil, fmt.Errorf("read table %s version %d: %w", opts.Table, rep.Version, err)
+	}
+	if err := v.coverage(files); err != nil {
+		return nil, err
+	}
+	for s := 0; s < info.Shards; s++ {
+		sr := *v.shards[s]
+		sr.UncomparedEntries = min(sr.TrimmedThrough, sr.Watermark)
+		rep.Shards = append(rep.Shards, sr)
+	}
+	rep.OK = len(rep.Problems) == 0
+	rep.Complete = rep.OK && rep.CheckedRows == rep.TableRows
+	return rep, nil
+}
+
+// preparedByPath maps every data file a recorded attempt prepared in the
+// table's store dir, by its path under data/.
+func preparedByPath(dir objstore.Store) (map[string]publish.PreparedFile, error) {
+	attempts, err := publish.NewStoreOn(dir).AllAttempts()
 	if err != nil {
 		return nil, err
 	}
@@ -166,31 +202,27 @@ func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
 			byPath[strings.TrimPrefix(f.Descriptor.Path, "data/")] = f
 		}
 	}
-	v := &verifier{ctx: ctx, log: log, table: opts.Table, h: newHasher(), shards: map[int]*ShardReport{}}
-	rep := &Report{Table: opts.Table, Version: r.Manifest.Version, Epoch: r.State.Epoch, Watermarks: r.State.Watermarks,
-		Fragments: len(r.Manifest.Fragments), Problems: []Problem{}}
-	v.rep = rep
+	return byPath, nil
+}
+
+// initShards starts a report for each of the table's shards.
+func (v *verifier) initShards(stats wal.TableStats, shards int, watermarks map[int]uint64) {
 	for _, sh := range stats.Shards {
-		v.shards[sh.Shard] = &ShardReport{Shard: sh.Shard, Watermark: r.State.Watermarks[sh.Shard], TrimmedThrough: sh.TrimmedThrough, LastPosition: sh.LastPosition}
+		v.shards[sh.Shard] = &ShardReport{Shard: sh.Shard, Watermark: watermarks[sh.Shard], TrimmedThrough: sh.TrimmedThrough, LastPosition: sh.LastPosition}
 	}
-	for s := 0; s < info.Shards; s++ {
+	for s := 0; s < shards; s++ {
 		if v.shards[s] == nil {
-			v.shards[s] = &ShardReport{Shard: s, Watermark: r.State.Watermarks[s]}
+			v.shards[s] = &ShardReport{Shard: s, Watermark: watermarks[s]}
 		}
 	}
-	if err := v.pending(); err != nil {
-		return nil, err
-	}
-	damaged, err := v.files(ts, r, byPath)
-	if err != nil {
-		return nil, err
-	}
+}
+
+// scan reads the table's rows and compares each walctl fragment with the
+// WAL; it returns the published ranges. The rows of a damaged table are
+// not compared; the ranges are.
+func (v *verifier) scan(r *publish.Reader, byPath map[string]publish.PreparedFile, damaged bool) ([]published, error) {
 	var files []published
-	k := 0
-	scan := r.Scan
 	if damaged {
-		// The rows of a damaged table are not compared; the ranges are.
-		scan = func(ctx context.Context, _ []string, fn func(arrow.RecordBatch) error) error { return nil }
 		for _, frag := range r.Manifest.Fragments {
 			if len(frag.Files) > 0 {
 				if pf, ok := byPath[frag.Files[0].Path]; ok {
@@ -198,8 +230,11 @@ func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
 				}
 			}
 		}
+		return files, nil
 	}
-	err = scan(ctx, nil, func(rec arrow.RecordBatch) error {
+	rep := v.rep
+	k := 0
+	err := r.Scan(v.ctx, nil, func(rec arrow.RecordBatch) error {
 		frag := r.Manifest.Fragments[k]
 		k++
 		rep.TableRows += rec.NumRows()
@@ -225,22 +260,7 @@ func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
 		}
 		return v.fragment(int64(frag.ID), pf.Range, rec)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read table %s version %d: %w", opts.Table, rep.Version, err)
-	}
-	if err := v.coverage(files); err != nil {
-		return nil, err
-	}
-	for s := 0; s < info.Shards; s++ {
-		rep.Shards = append(rep.Shards, *v.shards[s])
-	}
-	for i := range rep.Shards {
-		sr := &rep.Shards[i]
-		sr.UncomparedEntries = min(sr.TrimmedThrough, sr.Watermark)
-	}
-	rep.OK = len(rep.Problems) == 0
-	rep.Complete = rep.OK && rep.CheckedRows == rep.TableRows
-	return rep, nil
+	return files, err
 }
 
 // Summary says in one line what was verified, and what was not: it claims

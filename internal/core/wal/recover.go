@@ -54,78 +54,19 @@ func (e *Engine) recoverShard(s *shard) error {
 	if err != nil {
 		return err
 	}
-	if n := len(order); n > 0 {
-		// A last generation without entry records holds nothing; it may
-		// be a rotation interrupted before the previous seal completed.
-		base := filepath.Join(s.dir, genName(order[n-1]))
-		if st, err := os.Stat(base + ".idx"); err != nil || st.Size() < 2*recSize {
-			if err := removeGenFiles(s.dir, base); err != nil {
-				return err
-			}
-			order = order[:n-1]
-		}
+	if order, err = dropEmptyLast(s.dir, order); err != nil {
+		return err
 	}
 	laterAcked := ackEvidence(s.dir, order)
-	for i, first := range order {
-		base := filepath.Join(s.dir, genName(first))
-		if first <= s.trimmed {
-			// Trimmed, but the crash came before the files were deleted.
-			if err := removeGenFiles(s.dir, base); err != nil {
-				return err
-			}
-			continue
-		}
-		if h := findHole(quarantined, first); h != nil {
-			e.opts.Logger.Error("wal: generation files inside a quarantined range are not served; remove the quarantine record to serve them again",
-				"file", base+".arrows", "quarantine", h.rep.Quarantined)
-			continue
-		}
-		if err := s.bridge(first, quarantined, base); err != nil {
-			return err
-		}
-		last := i == len(order)-1
-		g, cut, err := loadGen(s.dir, first, s.t.schemaBytes, last, !e.opts.QuickOpen, laterAcked[i+1], e.opts.Clock.Now())
-		if err == errAbandoned {
-			e.opts.Logger.Warn("wal: removing generation whose creation did not finish", "file", base+".arrows")
-			if err := removeGenFiles(s.dir, base); err != nil {
-				return err
-			}
-			continue
-		}
-		var ce *corruptError
-		if errors.As(err, &ce) {
-			if last && ce.last == 0 {
-				s.addHole(s.newHole(ce, first, first, 0))
-				return nil
-			}
-			if last {
-				// Sealed with an intact index: its end is known.
-				s.addHole(s.newHole(ce, first, first, ce.last))
-				s.next = ce.last + 1
-				continue
-			}
-			s.addHole(s.newHole(ce, first, first, order[i+1]-1))
-			s.next = order[i+1]
-			continue
-		}
+	for i := range order {
+		step, err := e.recoverGen(s, order, i, quarantined, laterAcked[i+1])
 		if err != nil {
 			return err
 		}
-		s.logCut(g, cut)
-		s.gens = append(s.gens, g)
-		s.next = g.first + uint64(len(g.ents))
-		if !g.sealed && !last {
-			// A rotation whose covering sync never completed: its stream
-			// is incomplete, and no later generation holds a synced record
-			// or a seal (loadGen checked laterAcked), so nothing after it
-			// was acknowledged.
-			for _, later := range order[i+1:] {
-				e.opts.Logger.Error("wal: removing generation written after an unfinished rotation (none of it was acknowledged)",
-					"file", filepath.Join(s.dir, genName(later)+".arrows"), "first_position", later)
-				if err := removeGenFiles(s.dir, filepath.Join(s.dir, genName(later))); err != nil {
-					return err
-				}
-			}
+		if step == genDone {
+			return nil
+		}
+		if step == genStop {
 			break
 		}
 	}
@@ -139,6 +80,107 @@ func (e *Engine) recoverShard(s *shard) error {
 	}
 	if g := s.open(); g != nil {
 		return g.reopen()
+	}
+	return nil
+}
+
+// dropEmptyLast removes the last generation when it has no entry
+// records: it holds nothing, and may be a rotation interrupted before
+// the previous seal completed.
+func dropEmptyLast(dir string, order []uint64) ([]uint64, error) {
+	n := len(order)
+	if n == 0 {
+		return order, nil
+	}
+	base := filepath.Join(dir, genName(order[n-1]))
+	if st, err := os.Stat(base + ".idx"); err != nil || st.Size() < 2*recSize {
+		if err := removeGenFiles(dir, base); err != nil {
+			return nil, err
+		}
+		return order[:n-1], nil
+	}
+	return order, nil
+}
+
+// genStep says how recoverShard goes on after one generation.
+type genStep int
+
+const (
+	genNext genStep = iota // on to the next generation
+	genStop                // no later generation is served
+	genDone                // the shard is recovered as it stands (no reopen)
+)
+
+// recoverGen recovers generation order[i]; laterAcked is the highest
+// position later generations prove acknowledged (see ackEvidence).
+func (e *Engine) recoverGen(s *shard, order []uint64, i int, quarantined []hole, laterAcked uint64) (genStep, error) {
+	first := order[i]
+	base := filepath.Join(s.dir, genName(first))
+	if first <= s.trimmed {
+		// Trimmed, but the crash came before the files were deleted.
+		return genNext, removeGenFiles(s.dir, base)
+	}
+	if h := findHole(quarantined, first); h != nil {
+		e.opts.Logger.Error("wal: generation files inside a quarantined range are not served; remove the quarantine record to serve them again",
+			"file", base+".arrows", "quarantine", h.rep.Quarantined)
+		return genNext, nil
+	}
+	if err := s.bridge(first, quarantined, base); err != nil {
+		return genNext, err
+	}
+	last := i == len(order)-1
+	g, cut, err := loadGen(s.dir, first, s.t.schemaBytes, last, !e.opts.QuickOpen, laterAcked, e.opts.Clock.Now())
+	if err == errAbandoned {
+		e.opts.Logger.Warn("wal: removing generation whose creation did not finish", "file", base+".arrows")
+		return genNext, removeGenFiles(s.dir, base)
+	}
+	var ce *corruptError
+	if errors.As(err, &ce) {
+		return s.holeFor(ce, order, i), nil
+	}
+	if err != nil {
+		return genNext, err
+	}
+	s.logCut(g, cut)
+	s.gens = append(s.gens, g)
+	s.next = g.first + uint64(len(g.ents))
+	if !g.sealed && !last {
+		// A rotation whose covering sync never completed: its stream
+		// is incomplete, and no later generation holds a synced record
+		// or a seal (loadGen checked laterAcked), so nothing after it
+		// was acknowledged.
+		return genStop, e.removeAfterUnfinished(s.dir, order[i+1:])
+	}
+	return genNext, nil
+}
+
+// holeFor records the damaged generation order[i] as a hole.
+func (s *shard) holeFor(ce *corruptError, order []uint64, i int) genStep {
+	first := order[i]
+	switch {
+	case i == len(order)-1 && ce.last == 0:
+		s.addHole(s.newHole(ce, first, first, 0))
+		return genDone
+	case i == len(order)-1:
+		// Sealed with an intact index: its end is known.
+		s.addHole(s.newHole(ce, first, first, ce.last))
+		s.next = ce.last + 1
+	default:
+		s.addHole(s.newHole(ce, first, first, order[i+1]-1))
+		s.next = order[i+1]
+	}
+	return genNext
+}
+
+// removeAfterUnfinished removes the generations written after an
+// unfinished rotation.
+func (e *Engine) removeAfterUnfinished(dir string, later []uint64) error {
+	for _, first := range later {
+		e.opts.Logger.Error("wal: removing generation written after an unfinished rotation (none of it was acknowledged)",
+			"file", filepath.Join(dir, genName(first)+".arrows"), "first_position", first)
+		if err := removeGenFiles(dir, filepath.Join(dir, genName(first))); err != nil {
+			return err
+		}
 	}
 	return nil
 }

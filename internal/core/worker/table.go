@@ -9,7 +9,6 @@ import (
 
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/errs"
-	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
@@ -232,22 +231,9 @@ func (t *tableLoop) hasWork(ctx context.Context) (bool, error) {
 			return p.gens > 0, err
 		}
 	}
-	w := publish.Watermarks{}
-	ds, err := t.w.pub.OpenTable(t.table)
-	switch {
-	case errors.Is(err, lance.ErrDatasetNotFound):
-	case err != nil:
+	w, err := t.w.pub.LatestWatermarks(t.table)
+	if err != nil {
 		return false, err
-	default:
-		m, err := ds.Latest()
-		if err != nil {
-			return false, err
-		}
-		st, err := publish.ParseState(m.Config)
-		if err != nil {
-			return false, err
-		}
-		w = st.Watermarks
 	}
 	t.seen = w
 	p, err := t.pending(ctx, w)

@@ -5,11 +5,8 @@ package watermarks
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/walctl/walctl/internal/core/catchup"
-	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/publish"
 )
@@ -21,25 +18,15 @@ import (
 // manifest, a bad name) is returned. It does not block on ctx: a manifest
 // read is one small file.
 func FromLance(lanceRoot string) catchup.WatermarkFunc {
-	if objstore.HasScheme(lanceRoot) {
-		return func(context.Context, string) (map[int]uint64, error) {
-			return nil, fmt.Errorf("%s: %w", lanceRoot, lance.ErrNotLocal)
-		}
+	return func(_ context.Context, table string) (map[int]uint64, error) {
+		return publish.LatestWatermarks(lanceRoot, table)
 	}
-	return FromStore(objstore.NewLocal(lanceRoot))
 }
 
 // FromStore is FromLance for a lance root on any store (a directory or an
 // S3 prefix).
 func FromStore(root objstore.Store) catchup.WatermarkFunc {
 	return func(_ context.Context, table string) (map[int]uint64, error) {
-		r, err := publish.OpenReaderOn(root, table, publish.Selection{})
-		if errors.Is(err, lance.ErrDatasetNotFound) {
-			return map[int]uint64{}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return r.State.Watermarks, nil
+		return publish.LatestWatermarksOn(root, table)
 	}
 }

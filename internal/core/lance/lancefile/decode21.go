@@ -244,94 +244,130 @@ func decodeFullZip(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataTy
 		return nil, err
 	}
 	ctrl := btoi(pl.BitsDef > 0)
-	buf := bufs[0]
 	if bits > 0 {
-		width := bits / 8
-		if bits%8 != 0 || uint64(bits) != pl.BitsPerValue {
-			return nil, fmt.Errorf("full-zip values of %d bits for %s: %w", pl.BitsPerValue, dt, ErrUnsupported)
-		}
-		stride := ctrl + width
-		if len(buf) < n*stride {
-			return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values of %d: %w", len(buf), n, stride, ErrCorrupt)
-		}
-		if ctrl == 0 {
-			return fixedArray(dt, n, nil, 0, buf[:n*width]), nil
-		}
-		b := newBuilder21(dt, bits, n)
-		for i := range n {
-			row := buf[i*stride:]
-			b.setValid(i, row[0] == 0)
-		}
-		for i := range n {
-			copy(b.values[i*width:], buf[i*stride+1:(i+1)*stride])
-		}
-		b.row = n
-		return b.finish()
+		return decodeFullZipFixed(pl, bufs[0], n, dt, bits, ctrl)
 	}
-	width := -bits / 8
-	if n > len(buf) {
-		return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values: %w", len(buf), n, ErrCorrupt)
+	return decodeFullZipVariable(pl, bufs, n, dt, -bits/8, ctrl)
+}
+
+// decodeFullZipFixed reads n fixed-width values of bits bits, each
+// preceded by ctrl control bytes (0 or 1: the definition level).
+func decodeFullZipFixed(pl *lancepb.PageLayout, buf []byte, n int, dt arrow.DataType, bits, ctrl int) (arrow.Array, error) {
+	width := bits / 8
+	if bits%8 != 0 || uint64(bits) != pl.BitsPerValue {
+		return nil, fmt.Errorf("full-zip values of %d bits for %s: %w", pl.BitsPerValue, dt, ErrUnsupported)
 	}
-	if uint64(8*width) != pl.BitsPerOffset {
-		return nil, fmt.Errorf("full-zip lengths of %d bits, encoding says %d: %w", pl.BitsPerOffset, 8*width, ErrUnsupported)
+	stride := ctrl + width
+	if len(buf) < n*stride {
+		return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values of %d: %w", len(buf), n, stride, ErrCorrupt)
 	}
+	if ctrl == 0 {
+		return fixedArray(dt, n, nil, 0, buf[:n*width]), nil
+	}
+	b := newBuilder21(dt, bits, n)
+	for i := range n {
+		row := buf[i*stride:]
+		b.setValid(i, row[0] == 0)
+	}
+	for i := range n {
+		copy(b.values[i*width:], buf[i*stride+1:(i+1)*stride])
+	}
+	b.row = n
+	return b.finish()
+}
+
+// rowIndex is a full-zip repetition index: n+1 byte positions, one per
+// row start and one for the end, each of width bytes.
+type rowIndex struct {
+	index []byte
+	width int
+}
+
+func newRowIndex(bufs [][]byte, n int) (rowIndex, error) {
 	var index []byte
 	if len(bufs) > 1 {
 		index = bufs[1]
 	}
 	iw := len(index) / (n + 1)
 	if len(index) != iw*(n+1) || (iw != 1 && iw != 2 && iw != 4 && iw != 8) {
-		return nil, fmt.Errorf("full-zip repetition index of %d bytes for %d rows: %w", len(index), n, ErrCorrupt)
+		return rowIndex{}, fmt.Errorf("full-zip repetition index of %d bytes for %d rows: %w", len(index), n, ErrCorrupt)
 	}
-	rowStart := func(i int) uint64 {
-		switch iw {
-		case 1:
-			return uint64(index[i])
-		case 2:
-			return uint64(binary.LittleEndian.Uint16(index[2*i:]))
-		case 4:
-			return uint64(binary.LittleEndian.Uint32(index[4*i:]))
-		}
-		return binary.LittleEndian.Uint64(index[8*i:])
+	return rowIndex{index: index, width: iw}, nil
+}
+
+func (r rowIndex) at(i int) uint64 {
+	switch r.width {
+	case 1:
+		return uint64(r.index[i])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(r.index[2*i:]))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(r.index[4*i:]))
+	}
+	return binary.LittleEndian.Uint64(r.index[8*i:])
+}
+
+// decodeFullZipVariable reads n variable-width values, each preceded by
+// ctrl control bytes and a length of width bytes, and checks every row
+// start against the repetition index.
+func decodeFullZipVariable(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataType, width, ctrl int) (arrow.Array, error) {
+	buf := bufs[0]
+	if n > len(buf) {
+		return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values: %w", len(buf), n, ErrCorrupt)
+	}
+	if uint64(8*width) != pl.BitsPerOffset {
+		return nil, fmt.Errorf("full-zip lengths of %d bits, encoding says %d: %w", pl.BitsPerOffset, 8*width, ErrUnsupported)
+	}
+	rows, err := newRowIndex(bufs, n)
+	if err != nil {
+		return nil, err
 	}
 	size := len(buf)
 	b := newBuilder21(dt, 0, n)
 	for i := range n {
-		if rowStart(i) != uint64(size-len(buf)) {
-			return nil, fmt.Errorf("full-zip repetition index puts row %d at byte %d, it is at %d: %w", i, rowStart(i), size-len(buf), ErrCorrupt)
+		if rows.at(i) != uint64(size-len(buf)) {
+			return nil, fmt.Errorf("full-zip repetition index puts row %d at byte %d, it is at %d: %w", i, rows.at(i), size-len(buf), ErrCorrupt)
 		}
-		valid := true
-		if ctrl > 0 {
-			if len(buf) < 1 {
-				return nil, fmt.Errorf("full-zip buffer ends at row %d of %d: %w", i, n, ErrCorrupt)
-			}
-			valid, buf = buf[0] == 0, buf[1:]
+		if buf, err = fullZipValue(b, buf, width, ctrl); err != nil {
+			return nil, fmt.Errorf("full-zip row %d of %d: %w", i, n, err)
 		}
-		b.setValid(0, valid)
-		if !valid {
-			b.variable(nil)
-			continue
-		}
-		if len(buf) < width {
-			return nil, fmt.Errorf("full-zip buffer ends at row %d of %d: %w", i, n, ErrCorrupt)
-		}
-		var l uint64
-		if width == 8 {
-			l = binary.LittleEndian.Uint64(buf)
-		} else {
-			l = uint64(binary.LittleEndian.Uint32(buf))
-		}
-		buf = buf[width:]
-		if l > uint64(len(buf)) {
-			return nil, fmt.Errorf("full-zip value of %d bytes at row %d overruns the page: %w", l, i, ErrCorrupt)
-		}
-		b.variable(buf[:l])
-		buf = buf[l:]
 	}
-	if rowStart(n) != uint64(size-len(buf)) {
-		return nil, fmt.Errorf("full-zip repetition index ends at byte %d, values at %d: %w", rowStart(n), size-len(buf), ErrCorrupt)
+	if rows.at(n) != uint64(size-len(buf)) {
+		return nil, fmt.Errorf("full-zip repetition index ends at byte %d, values at %d: %w", rows.at(n), size-len(buf), ErrCorrupt)
 	}
 	return b.finish()
+}
+
+// fullZipValue appends the value at the head of buf to b and returns
+// the rest of buf.
+func fullZipValue(b *builder21, buf []byte, width, ctrl int) ([]byte, error) {
+	valid := true
+	if ctrl > 0 {
+		if len(buf) < 1 {
+			return nil, fmt.Errorf("buffer ends: %w", ErrCorrupt)
+		}
+		valid, buf = buf[0] == 0, buf[1:]
+	}
+	b.setValid(0, valid)
+	if !valid {
+		b.variable(nil)
+		return buf, nil
+	}
+	if len(buf) < width {
+		return nil, fmt.Errorf("buffer ends: %w", ErrCorrupt)
+	}
+	var l uint64
+	if width == 8 {
+		l = binary.LittleEndian.Uint64(buf)
+	} else {
+		l = uint64(binary.LittleEndian.Uint32(buf))
+	}
+	buf = buf[width:]
+	if l > uint64(len(buf)) {
+		return nil, fmt.Errorf("value of %d bytes overruns the page: %w", l, ErrCorrupt)
+	}
+	b.variable(buf[:l])
+	return buf[l:], nil
 }
 
 func btoi(b bool) int {

@@ -65,84 +65,22 @@ func (w *Writer) fullZipFixed(col int, arr arrow.Array, start, n int, rowStart u
 // least fullZipMinBytes long.
 func (w *Writer) fullZipVariable(col int, arr arrow.Array, start, n int, rowStart uint64, nullable bool) error {
 	ob := offsetBits(arr.DataType())
-	lenWidth := ob / 8
 	scratch := w.grow(16*n + 8)
 	ends := arrow.Uint64Traits.CastFromBytes(scratch[:8*n])
 	binaryEnds(arr, start, n, ends)
 	// Row start positions are computed first so that the index width is
 	// known; the index is then packed in place over them.
 	rowPos := arrow.Uint64Traits.CastFromBytes(scratch[8*n : 16*n+8])
-	valid := func(i int) bool { return !nullable || !arr.IsNull(start+i) }
-	var pos, prevEnd uint64
-	for i, e := range ends {
-		rowPos[i] = pos
-		if nullable {
-			pos++
-		}
-		if valid(i) {
-			pos += uint64(lenWidth) + e - prevEnd
-		}
-		prevEnd = e
-	}
-	rowPos[n] = pos
-	total := pos
-	data := binaryData(arr, start, n)
+	z := fullZipRows{arr: arr, start: start, ends: ends, nullable: nullable, lenWidth: ob / 8}
+	total := z.positions(rowPos)
 	off := w.pos
-	var word [9]byte
-	prevEnd = 0
-	for i, e := range ends {
-		h := 0
-		if nullable {
-			word[0] = 0
-			if !valid(i) {
-				word[0] = 1
-			}
-			h = 1
-		}
-		if valid(i) {
-			if lenWidth == 8 {
-				binary.LittleEndian.PutUint64(word[h:], e-prevEnd)
-			} else {
-				binary.LittleEndian.PutUint32(word[h:], uint32(e-prevEnd))
-			}
-			h += lenWidth
-		}
-		if err := w.raw(word[:h]); err != nil {
-			return err
-		}
-		if valid(i) {
-			if err := w.raw(data[prevEnd:e]); err != nil {
-				return err
-			}
-		}
-		prevEnd = e
+	if err := z.write(w); err != nil {
+		return err
 	}
 	if err := w.rawPadded64(); err != nil {
 		return err
 	}
-	idxWidth := 8
-	switch {
-	case total <= 0xff:
-		idxWidth = 1
-	case total <= 0xffff:
-		idxWidth = 2
-	case total <= 0xffffffff:
-		idxWidth = 4
-	}
-	// Packing forward in place never overwrites an entry not yet read.
-	idx := scratch[8*n : 8*n+idxWidth*(n+1)]
-	for i, p := range rowPos {
-		switch idxWidth {
-		case 1:
-			idx[i] = byte(p)
-		case 2:
-			binary.LittleEndian.PutUint16(idx[2*i:], uint16(p))
-		case 4:
-			binary.LittleEndian.PutUint32(idx[4*i:], uint32(p))
-		default:
-			binary.LittleEndian.PutUint64(idx[8*i:], p)
-		}
-	}
+	idx := packRowIndex(scratch[8*n:], rowPos, total)
 	idxOff, idxSize, err := w.writeBuffer(idx)
 	if err != nil {
 		return err
@@ -156,4 +94,97 @@ func (w *Writer) fullZipVariable(col int, arr arrow.Array, start, n int, rowStar
 	}
 	w.addPage21(col, rowStart, n, pl, []uint64{off, idxOff}, []uint64{total, idxSize})
 	return nil
+}
+
+// fullZipRows are the rows [start, start+len(ends)) of a variable-width
+// array as a full-zip page lays them out: per row an optional control
+// byte (1 = null), then for a valid row its length in lenWidth bytes and
+// its bytes.
+type fullZipRows struct {
+	arr      arrow.Array
+	start    int
+	ends     []uint64
+	nullable bool
+	lenWidth int
+}
+
+func (z *fullZipRows) valid(i int) bool { return !z.nullable || !z.arr.IsNull(z.start+i) }
+
+// positions fills rowPos[i] with the byte where row i starts and
+// rowPos[len(ends)] with the end; it returns the page's size.
+func (z *fullZipRows) positions(rowPos []uint64) uint64 {
+	var pos, prevEnd uint64
+	for i, e := range z.ends {
+		rowPos[i] = pos
+		if z.nullable {
+			pos++
+		}
+		if z.valid(i) {
+			pos += uint64(z.lenWidth) + e - prevEnd
+		}
+		prevEnd = e
+	}
+	rowPos[len(z.ends)] = pos
+	return pos
+}
+
+// write writes the rows to w.
+func (z *fullZipRows) write(w *Writer) error {
+	data := binaryData(z.arr, z.start, len(z.ends))
+	var word [9]byte
+	var prevEnd uint64
+	for i, e := range z.ends {
+		h := 0
+		if z.nullable {
+			word[0] = byte(btoi(!z.valid(i)))
+			h = 1
+		}
+		if z.valid(i) {
+			if z.lenWidth == 8 {
+				binary.LittleEndian.PutUint64(word[h:], e-prevEnd)
+			} else {
+				binary.LittleEndian.PutUint32(word[h:], uint32(e-prevEnd))
+			}
+			h += z.lenWidth
+		}
+		if err := w.raw(word[:h]); err != nil {
+			return err
+		}
+		if z.valid(i) {
+			if err := w.raw(data[prevEnd:e]); err != nil {
+				return err
+			}
+		}
+		prevEnd = e
+	}
+	return nil
+}
+
+// packRowIndex packs rowPos into the narrowest width that holds total,
+// in place at the start of buf (buf aliases rowPos: packing forward never
+// overwrites an entry not yet read), and returns the packed bytes.
+func packRowIndex(buf []byte, rowPos []uint64, total uint64) []byte {
+	idxWidth := 8
+	switch {
+	case total <= 0xff:
+		idxWidth = 1
+	case total <= 0xffff:
+		idxWidth = 2
+	case total <= 0xffffffff:
+		idxWidth = 4
+	}
+	idx := buf[:idxWidth*len(rowPos)]
+	for i, p := range rowPos {
+		switch idxWidth {
+		case 1:
+			idx[i] = byte(p)
+		case 2:
+			binary.LittleEndian.PutUint16(idx[2*i:], uint16(p))
+		case 4:
+			binary.LittleEndian.PutUint32(idx[4*i:], uint32(p))
+		default:
+			binary.LittleEndian.PutUint64(idx[8*i:], p)
+		}
+	}
+	return idx
 }

@@ -18,7 +18,8 @@ import (
 
 // File is an open Lance v2 data file.
 type File struct {
-	f       ReaderAtCloser
+	f       io.ReaderAt
+	closer  io.Closer
 	path    string
 	size    int64
 	Version Version
@@ -45,7 +46,13 @@ func OpenFile(path string) (*File, error) {
 		f.Close()
 		return nil, err
 	}
-	return OpenReader(f, st.Size(), path)
+	lf, err := openReaderAt(f, st.Size(), path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	lf.closer = f
+	return lf, nil
 }
 
 // ReaderAtCloser is what a data file is read through: an open file, or an
@@ -55,19 +62,35 @@ type ReaderAtCloser interface {
 	io.Closer
 }
 
-// OpenReader is OpenFile over r, size bytes long, named path in errors. r
-// is closed by Close, or on error.
+// OpenReader is OpenFile over r, size bytes long, named path in errors
+// (an object store's ranged reader). r is closed by Close, or on error.
 func OpenReader(r ReaderAtCloser, size int64, path string) (*File, error) {
+	lf, err := openReaderAt(r, size, path)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	lf.closer = r
+	return lf, nil
+}
+
+// openReaderAt reads the footer, schema and column metadata of a data
+// file of size bytes held by r; path names it in errors.
+func openReaderAt(r io.ReaderAt, size int64, path string) (*File, error) {
 	lf := &File{f: r, path: path, size: size}
 	if err := lf.readMeta(); err != nil {
-		r.Close()
 		return nil, err
 	}
 	return lf, nil
 }
 
 // Close closes the file.
-func (lf *File) Close() error { return lf.f.Close() }
+func (lf *File) Close() error {
+	if lf.closer == nil {
+		return nil
+	}
+	return lf.closer.Close()
+}
 
 // Path returns the file's path.
 func (lf *File) Path() string { return lf.path }

@@ -267,86 +267,104 @@ func (m *Manifest) Encode() []byte {
 func DecodeManifest(b []byte) (*Manifest, error) {
 	m := &Manifest{Config: map[string]string{}}
 	err := Walk(b, func(x WireField) error {
-		if x.Type != protowire.BytesType && (x.Num == 1 || x.Num == 2 || x.Num == 7 || x.Num == 13 || x.Num == 15 || x.Num == 16) {
-			return fmt.Errorf("%w: manifest field %d has wire type %d", ErrMalformed, x.Num, x.Type)
+		if manifestMessages[x.Num] {
+			if x.Type != protowire.BytesType {
+				return fmt.Errorf("%w: manifest field %d has wire type %d", ErrMalformed, x.Num, x.Type)
+			}
+			return m.decodeMessage(x)
 		}
-		switch x.Num {
-		case 1:
-			f, err := DecodeField(x.B)
-			if err != nil {
-				return err
-			}
-			m.Fields = append(m.Fields, f)
-		case 2:
-			f, err := DecodeFragment(x.B)
-			if err != nil {
-				return err
-			}
-			m.Fragments = append(m.Fragments, f)
-		case 3:
-			m.Version = x.U
-		case 6:
-			v := x.U
-			m.IndexSection = &v
-		case 7:
-			return Walk(x.B, func(y WireField) error {
-				switch y.Num {
-				case 1:
-					m.TimestampSeconds = int64(y.U)
-				case 2:
-					m.TimestampNanos = y.Int32()
-				}
-				return nil
-			})
-		case 8:
-			// tag: belongs to the version that carried it, never inherited
-		case 9:
-			m.ReaderFeatureFlags = x.U
-		case 10:
-			m.WriterFeatureFlags = x.U
-		case 11:
-			v := uint32(x.U)
-			m.MaxFragmentID = &v
-		case 12:
-			m.TransactionFile = string(x.B)
-		case 13:
-			return Walk(x.B, func(y WireField) error {
-				switch y.Num {
-				case 1:
-					m.WriterLibrary = string(y.B)
-				case 2:
-					m.WriterVersion = string(y.B)
-				}
-				return nil
-			})
-		case 14:
-			m.NextRowID = x.U
-		case 15:
-			return Walk(x.B, func(y WireField) error {
-				switch y.Num {
-				case 1:
-					m.FileFormat = string(y.B)
-				case 2:
-					m.FormatVersion = string(y.B)
-				}
-				return nil
-			})
-		case 16:
-			k, v, err := x.MapEntry()
-			if err != nil {
-				return err
-			}
-			m.Config[k] = string(v)
-		case 21:
-			v := x.U
-			m.TransactionSection = &v
-		default:
-			m.Other = append(m.Other, x.Raw)
-		}
+		m.decodeScalar(x)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// manifestMessages are the manifest's fields that hold a message (or a
+// map entry) and must be length-delimited.
+var manifestMessages = map[protowire.Number]bool{1: true, 2: true, 7: true, 13: true, 15: true, 16: true}
+
+// decodeMessage decodes one of manifestMessages into m.
+func (m *Manifest) decodeMessage(x WireField) error {
+	switch x.Num {
+	case 1:
+		f, err := DecodeField(x.B)
+		if err != nil {
+			return err
+		}
+		m.Fields = append(m.Fields, f)
+	case 2:
+		f, err := DecodeFragment(x.B)
+		if err != nil {
+			return err
+		}
+		m.Fragments = append(m.Fragments, f)
+	case 7:
+		return Walk(x.B, func(y WireField) error {
+			switch y.Num {
+			case 1:
+				m.TimestampSeconds = int64(y.U)
+			case 2:
+				m.TimestampNanos = y.Int32()
+			}
+			return nil
+		})
+	case 13:
+		return stringPair(x.B, &m.WriterLibrary, &m.WriterVersion)
+	case 15:
+		return stringPair(x.B, &m.FileFormat, &m.FormatVersion)
+	case 16:
+		k, v, err := x.MapEntry()
+		if err != nil {
+			return err
+		}
+		m.Config[k] = string(v)
+	}
+	return nil
+}
+
+// stringPair decodes a message whose fields 1 and 2 are strings (the
+// writer version: library and version; the data format: name and version).
+func stringPair(b []byte, one, two *string) error {
+	return Walk(b, func(y WireField) error {
+		switch y.Num {
+		case 1:
+			*one = string(y.B)
+		case 2:
+			*two = string(y.B)
+		}
+		return nil
+	})
+}
+
+// decodeScalar decodes a field that is not one of manifestMessages into
+// m; fields walctl does not know are kept as they are.
+func (m *Manifest) decodeScalar(x WireField) {
+	switch x.Num {
+	case 3:
+		m.Version = x.U
+	case 6:
+		v := x.U
+		m.IndexSection = &v
+	case 8:
+		// tag: belongs to the version that carried it, never inherited
+	case 9:
+		m.ReaderFeatureFlags = x.U
+	case 10:
+		m.WriterFeatureFlags = x.U
+	case 11:
+		v := uint32(x.U)
+		m.MaxFragmentID = &v
+	case 12:
+		m.TransactionFile = string(x.B)
+	case 14:
+		m.NextRowID = x.U
+	case 21:
+		v := x.U
+		m.TransactionSection = &v
+	default:
+		m.Other = append(m.Other, x.Raw)
+	}
 }

@@ -65,19 +65,28 @@ func Find() (*Oracle, error) {
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			o := &Oracle{Dir: filepath.Join(dir, "tools", "lance-oracle")}
-			if _, err := os.Stat(filepath.Join(o.Dir, "node_modules", "@lancedb", "lancedb", "package.json")); err != nil {
-				return nil, fmt.Errorf("the LanceDB oracle is not installed in %s: run `npm ci --prefix tools/lance-oracle` (or `make oracle`) from the module root: %w", o.Dir, errs.ErrUnavailable)
-			}
-			if _, err := exec.LookPath("node"); err != nil {
-				return nil, fmt.Errorf("node is not on PATH; the LanceDB oracle needs Node.js 18 or later: %w", errs.ErrUnavailable)
-			}
-			return o, nil
+			return At(filepath.Join(dir, "tools", "lance-oracle"))
 		}
 		if filepath.Dir(dir) == dir {
 			return nil, fmt.Errorf("no go.mod above %s: %w", wd, errs.ErrNotFound)
 		}
 	}
+}
+
+// At returns the oracle installed in dir (a copy of tools/lance-oracle with
+// its dependencies installed), after checking that it is there and that
+// node is on PATH; either missing is errs.ErrUnavailable.
+func At(dir string) (*Oracle, error) {
+	if _, err := os.Stat(filepath.Join(dir, "oracle.js")); err != nil {
+		return nil, fmt.Errorf("no LanceDB oracle in %s (oracle.js missing): %w", dir, errs.ErrUnavailable)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@lancedb", "lancedb", "package.json")); err != nil {
+		return nil, fmt.Errorf("the LanceDB oracle is not installed in %s: run `npm ci --prefix tools/lance-oracle` (or `make oracle`) from the module root: %w", dir, errs.ErrUnavailable)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return nil, fmt.Errorf("node is not on PATH; the LanceDB oracle needs Node.js 18 or later: %w", errs.ErrUnavailable)
+	}
+	return &Oracle{Dir: dir}, nil
 }
 
 // Run runs one oracle command and decodes its JSON output into out.
