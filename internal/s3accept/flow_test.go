@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,12 +17,13 @@ import (
 // quickstartResult is the part of `walctl quickstart --output json` the
 // tests read.
 type quickstartResult struct {
-	Records   int64  `json:"records"`
-	FirstID   int64  `json:"first_id"`
-	LastID    int64  `json:"last_id"`
-	Version   uint64 `json:"version"`
-	TableRows int64  `json:"table_rows"`
-	Verified  bool   `json:"verified"`
+	Records   int64    `json:"records"`
+	FirstID   int64    `json:"first_id"`
+	LastID    int64    `json:"last_id"`
+	Version   uint64   `json:"version"`
+	TableRows int64    `json:"table_rows"`
+	Verified  bool     `json:"verified"`
+	NextSteps []string `json:"next_steps"`
 }
 
 // quickstart runs `walctl quickstart` on the bucket and checks it verified.
@@ -35,6 +37,11 @@ func (s *site) quickstart(dataDir, root string, records int) quickstartResult {
 	}
 	if !q.Verified || q.Records != int64(records) || q.LastID-q.FirstID+1 != int64(records) {
 		s.t.Fatalf("quickstart on %s: %+v", root, q)
+	}
+	for _, step := range q.NextSteps { // else they would read local tables
+		if !strings.Contains(step, "--lance-root "+root) {
+			s.t.Fatalf("quickstart on %s suggests %q", root, step)
+		}
 	}
 	return q
 }
