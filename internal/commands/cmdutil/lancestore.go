@@ -59,6 +59,7 @@ func (f *Factory) S3Options() (objstore.S3Options, error) {
 	o := objstore.S3Options{
 		Endpoint: c.String(KeyS3Endpoint), Region: c.String(KeyS3Region),
 		AccessKey: c.String(KeyS3AccessKey), SecretKey: c.String(KeyS3SecretKey),
+		CallTimeout: f.Timeout(),
 	}
 	switch ps := c.String(KeyS3PathStyle); ps {
 	case "auto":

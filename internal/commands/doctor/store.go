@@ -15,7 +15,7 @@ import (
 func storeChecks(ctx context.Context, opts *Options) []health.Check {
 	var out []health.Check
 	if !opts.Global.LanceLocation.IsS3() {
-		out = append(out, health.WritableDir("lance-root", opts.LanceRoot))
+		out = append(out, health.WritableDir("lance-root", opts.Global.LanceRoot))
 		if out[0].Status == health.Fail {
 			return out
 		}
@@ -23,7 +23,7 @@ func storeChecks(ctx context.Context, opts *Options) []health.Check {
 	if opts.ProbeStore == nil {
 		return out
 	}
-	c := health.Check{Name: "lance-store", Target: opts.LanceRoot}
+	c := health.Check{Name: "lance-store", Target: opts.Global.LanceRoot}
 	start := time.Now()
 	err := opts.ProbeStore(ctx)
 	c.Latency = time.Since(start)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/objstore"
@@ -106,5 +108,37 @@ func TestParseRoot(t *testing.T) {
 		if !errors.Is(err, objstore.ErrUnsupportedRoot) || !errors.Is(err, errs.ErrInvalid) {
 			t.Errorf("ParseRoot(%q): %v, want ErrUnsupportedRoot (invalid input)", in, err)
 		}
+	}
+}
+
+// A server that stops answering (SIGSTOP) mid-commit: the conditional
+// create runs out of its call timeout and is an unknown outcome, not a
+// lost race and not retried; once the server runs again, re-reading tells.
+func TestStalledServerIsUnknownOutcome(t *testing.T) {
+	srv := s3server.Start(t, s3server.Options{})
+	s, err := objstore.NewS3(context.Background(), srv.Bucket, "lake", objstore.S3Options{
+		Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+		CallTimeout: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := syscall.Kill(srv.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	err = s.PutIfAbsent(ctx, "t.lance/_versions/2.manifest", []byte("mine"), nil)
+	if cerr := syscall.Kill(srv.Pid(), syscall.SIGCONT); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if !errors.Is(err, objstore.ErrUnknownOutcome) || errors.Is(err, objstore.ErrExists) {
+		t.Fatalf("PutIfAbsent to a stalled server: %v, want ErrUnknownOutcome", err)
+	}
+	b, err := s.Get(ctx, "t.lance/_versions/2.manifest")
+	switch {
+	case err == nil && string(b) != "mine":
+		t.Fatalf("re-read found %q", b)
+	case err != nil && !errors.Is(err, objstore.ErrNotFound):
+		t.Fatalf("re-read after the server resumed: %v", err)
 	}
 }

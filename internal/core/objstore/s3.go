@@ -10,6 +10,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -38,6 +39,10 @@ type S3Options struct {
 	// PartSize is the multipart part (and part buffer) size;
 	// DefaultPartSize if zero, never below MinPartSize.
 	PartSize int
+	// CallTimeout bounds each HTTP request (one attempt, its body
+	// included); no bound if zero. A conditional create that runs out of
+	// it is an unknown outcome.
+	CallTimeout time.Duration
 }
 
 // Multipart part sizes. S3 refuses parts under 5 MiB except the last.
@@ -74,6 +79,9 @@ func NewS3(ctx context.Context, bucket, prefix string, o S3Options) (*S3, error)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
+	}
+	if o.CallTimeout > 0 {
+		cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(o.CallTimeout)
 	}
 	client := s3.NewFromConfig(cfg, func(so *s3.Options) {
 		if o.Endpoint != "" {
