@@ -131,7 +131,7 @@ to finish and a restarted master reconciles them from etcd.`,
 		},
 	}
 	cmdutil.AddSettingFlags(cmd.Flags(), append([]string{KeyListen, KeyRunner, KeyScanInterval, KeyLocalGrace,
-		KeyShutdownGrace, KeyNamespace, KeyJobTemplate, KeyJobCPU, KeyJobMemory, KeyKubeAPI, KeyKubeTokenFile, KeyKubeCAFile},
+		KeyShutdownGrace, KeyNamespace, KeyJobTemplate, KeyJobCPU, KeyJobMemory, KeyKubeAPI, KeyKubeTokenFile, KeyKubeCAFile, KeyJobS3Secret},
 		catchupcmd.PolicyKeys...)...)
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -165,9 +166,14 @@ func quickstartRun(ctx context.Context, opts *Options) error {
 	})
 }
 
-// nextSteps are commands to try next, each with the --data-dir it needs.
+// nextSteps are commands to try next, each with the --data-dir it needs
+// and the --lance-root when it is not the data dir's default (a bucket):
+// without it they would read, or a worker publish into, local tables.
 func nextSteps(opts *Options) []string {
 	d := " --data-dir " + shellQuote(opts.DataDir)
+	if def, _ := filepath.Abs(filepath.Join(opts.DataDir, "tables")); opts.LanceRoot != "" && opts.LanceRoot != def && opts.LanceRoot != filepath.Join(opts.DataDir, "tables") {
+		d += " --lance-root " + shellQuote(opts.LanceRoot)
+	}
 	t := " --table " + opts.Table
 	return []string{
 		"walctl table read" + t + " --limit 5" + d,

@@ -99,8 +99,10 @@ func NewS3(ctx context.Context, bucket, prefix string, o S3Options) (*S3, error)
 	endpoint := o.Endpoint
 	if endpoint == "" {
 		endpoint = "AWS " + cfg.Region
-		if cfg.BaseEndpoint != nil {
-			endpoint = *cfg.BaseEndpoint
+		// The client's, not cfg's: only the client resolves the
+		// service-specific AWS_ENDPOINT_URL_S3.
+		if be := client.Options().BaseEndpoint; be != nil {
+			endpoint = *be
 		}
 	}
 	return &S3{client: client, bucket: bucket, prefix: strings.Trim(prefix, "/"), endpoint: endpoint, partSize: ps}, nil
