@@ -60,18 +60,26 @@ func (r *s3Reader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// s3Writer buffers one part at a time: bytes under one part are sent by a
-// single PutObject at Commit; larger objects become a multipart upload whose
-// parts are sent as the buffer fills, so memory stays at one part.
+// s3Writer streams an object with two part buffers: bytes under one part
+// are sent by a single PutObject at Commit; a larger object becomes a
+// multipart upload in which one full part is uploading while the next one
+// fills, so memory stays at two parts and encoding overlaps the network.
 type s3Writer struct {
-	ctx    context.Context
-	s      *S3
-	key    string
-	buf    []byte
-	upload *string
-	parts  []types.CompletedPart
-	done   bool
-	err    error
+	ctx      context.Context
+	s        *S3
+	key      string
+	buf      []byte // filling
+	spare    []byte // the buffer of the part in flight, reused when it is sent
+	upload   *string
+	parts    []types.CompletedPart
+	inflight chan partResult // the part being uploaded, or nil
+	done     bool
+	err      error
+}
+
+type partResult struct {
+	part types.CompletedPart
+	err  error
 }
 
 // Create returns a streaming writer of key.
@@ -79,7 +87,8 @@ func (s *S3) Create(ctx context.Context, key string) (Writer, error) {
 	return &s3Writer{ctx: ctx, s: s, key: key, buf: make([]byte, 0, s.partSize)}, nil
 }
 
-func (w *s3Writer) BufferBytes() int { return w.s.partSize }
+// BufferBytes is two parts: the one filling and the one uploading.
+func (w *s3Writer) BufferBytes() int { return 2 * w.s.partSize }
 
 func (w *s3Writer) Write(p []byte) (int, error) {
 	if w.err != nil {
@@ -99,7 +108,26 @@ func (w *s3Writer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// wait collects the part in flight, if any.
+func (w *s3Writer) wait() error {
+	if w.inflight == nil {
+		return nil
+	}
+	r := <-w.inflight
+	w.inflight = nil
+	if r.err != nil {
+		return r.err
+	}
+	w.parts = append(w.parts, r.part)
+	return nil
+}
+
+// sendPart starts uploading the filled buffer once the part before it is
+// sent, and gives the writer the other buffer to fill.
 func (w *s3Writer) sendPart() error {
+	if err := w.wait(); err != nil {
+		return err
+	}
 	if w.upload == nil {
 		out, err := w.s.client.CreateMultipartUpload(w.ctx, &s3.CreateMultipartUploadInput{Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key))})
 		if err != nil {
@@ -107,16 +135,23 @@ func (w *s3Writer) sendPart() error {
 		}
 		w.upload = out.UploadId
 	}
-	num := int32(len(w.parts) + 1)
-	out, err := w.s.client.UploadPart(w.ctx, &s3.UploadPartInput{
-		Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)), UploadId: w.upload,
-		PartNumber: aws.Int32(num), Body: bytes.NewReader(w.buf), ContentLength: aws.Int64(int64(len(w.buf))),
-	})
-	if err != nil {
-		return w.s.wrap(fmt.Sprintf("upload part %d of", num), w.key, err)
+	num, body := int32(len(w.parts)+1), w.buf
+	w.inflight = make(chan partResult, 1)
+	go func(ch chan<- partResult) {
+		out, err := w.s.client.UploadPart(w.ctx, &s3.UploadPartInput{
+			Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)), UploadId: w.upload,
+			PartNumber: aws.Int32(num), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		})
+		if err != nil {
+			ch <- partResult{err: w.s.wrap(fmt.Sprintf("upload part %d of", num), w.key, err)}
+			return
+		}
+		ch <- partResult{part: types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)}}
+	}(w.inflight)
+	if w.spare == nil {
+		w.spare = make([]byte, 0, w.s.partSize)
 	}
-	w.parts = append(w.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
-	w.buf = w.buf[:0]
+	w.buf, w.spare = w.spare[:0], body
 	return nil
 }
 
@@ -134,6 +169,9 @@ func (w *s3Writer) Commit() error {
 			err = w.sendPart()
 		}
 		if err == nil {
+			err = w.wait()
+		}
+		if err == nil {
 			_, err = w.s.client.CompleteMultipartUpload(w.ctx, &s3.CompleteMultipartUploadInput{
 				Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)), UploadId: w.upload,
 				MultipartUpload: &types.CompletedMultipartUpload{Parts: w.parts},
@@ -145,16 +183,18 @@ func (w *s3Writer) Commit() error {
 		w.Abort()
 		return err
 	}
-	w.done, w.buf = true, nil
+	w.done, w.buf, w.spare = true, nil, nil
 	return nil
 }
 
-// Abort aborts the multipart upload, if one was started.
+// Abort waits for the part in flight and aborts the multipart upload, if
+// one was started.
 func (w *s3Writer) Abort() error {
 	if w.done {
 		return nil
 	}
-	w.done, w.buf = true, nil
+	_ = w.wait()
+	w.done, w.buf, w.spare = true, nil, nil
 	if w.upload == nil {
 		return nil
 	}
