@@ -17,9 +17,50 @@ import (
 // once. Writes may therefore finish out of order: a sync covers only the
 // positions up to s.written, below which every write has finished.
 func (s *shard) append(raw []byte) (uint64, error) {
-	crc := crc32c(raw)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	pos, err := s.writeLocked(raw)
+	if err != nil {
+		return 0, err
+	}
+	return pos, s.awaitSynced(pos)
+}
+
+// appendAll writes raws in order and waits for one sync covering them all,
+// returning their positions (consecutive unless another appender's entry
+// slipped in while a write ran with mu released).
+func (s *shard) appendAll(raws [][]byte) ([]uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pos := make([]uint64, 0, len(raws))
+	for _, raw := range raws {
+		p, err := s.writeLocked(raw)
+		if err != nil {
+			return nil, err
+		}
+		pos = append(pos, p)
+	}
+	if len(pos) == 0 {
+		return nil, nil
+	}
+	return pos, s.awaitSynced(pos[len(pos)-1])
+}
+
+// awaitSynced waits (mu held) until a sync covers pos.
+func (s *shard) awaitSynced(pos uint64) error {
+	for s.synced < pos {
+		if s.err != nil {
+			return s.err
+		}
+		s.waitOrSync()
+	}
+	return nil
+}
+
+// writeLocked writes one entry (mu held on entry and on return; released
+// while the bytes are copied) and returns its position, not yet durable.
+func (s *shard) writeLocked(raw []byte) (uint64, error) {
+	crc := crc32c(raw)
 	var g *gen
 	for {
 		if s.err != nil {
@@ -77,12 +118,6 @@ func (s *shard) append(raw []byte) (uint64, error) {
 		return 0, s.fail("write "+what, err)
 	}
 	s.finishWrite(pos)
-	for s.synced < pos {
-		if s.err != nil {
-			return 0, s.err
-		}
-		s.waitOrSync()
-	}
 	return pos, nil
 }
 
