@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
-	"github.com/walctl/walctl/internal/testutil/proc"
 	"github.com/walctl/walctl/internal/testutil/s3server"
 )
 
@@ -32,28 +29,7 @@ func newS3Cluster(t *testing.T) (*cluster, *s3server.Server) {
 // from the bucket.
 func TestTwoWorkersRaceOnOneBucketTable(t *testing.T) {
 	c, _ := newS3Cluster(t)
-	c.createTable("orders")
-	p := c.producer("orders", 43)
-	args := []string{"worker", "run", "--tables", "orders", "--poll-interval", "50ms", "--slice-rounds", "1", "--idle-release-rounds", "1"}
-	env := []string{"WALCTL_PUBLICATION_MAX_GENERATIONS=2"}
-	w1 := c.walctl("worker-1", env, args...)
-	w2 := c.walctl("worker-2", env, args...)
-	for i := 0; i < 8; i++ {
-		p.generation(3, 40)
-	}
-	c.waitPublished("orders")
-	for _, w := range []*proc.Proc{w1, w2} {
-		w.Signal(syscall.SIGTERM)
-	}
-	acquired := 0
-	for _, w := range []*proc.Proc{w1, w2} {
-		r := w.Wait()
-		expect(t, w.Name+" on SIGTERM", r, 0)
-		acquired += strings.Count(r.Stderr, "claim acquired")
-	}
-	if acquired < 2 {
-		t.Fatalf("the claim changed hands %d times: the workers did not compete", acquired)
-	}
+	p := c.raceTwoWorkers("orders", 43, 8)
 	p.exactlyOnce()
 	p.allColumnsMatch()
 }
