@@ -26,7 +26,7 @@ build:
 ## the official LanceDB reader), testscripts, staleness and release checks.
 test: deps lint unit release-check
 
-unit: oracle kube-apiserver etcd
+unit: oracle kube-apiserver etcd versitygw
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint: vet fmt-check
@@ -63,6 +63,19 @@ etcd: $(ETCD)
 
 $(ETCD): hack/etcd/go.mod hack/etcd/go.sum hack/etcd/main.go
 	cd hack/etcd && $(GO) build -o $(ETCD) .
+
+## versitygw: a real S3-compatible server (versitygw v1.8.0, serving a
+## directory) for the tests of tables on object storage
+## (internal/testutil/s3server starts it on loopback). Built from Go modules
+## by the tools module hack/versitygw, so that it stays out of walctl's
+## go.mod. Cold: about 2-5 minutes on 2 cores; warm: seconds.
+.PHONY: versitygw
+VERSITYGW := $(BIN)/versitygw
+
+versitygw: $(VERSITYGW)
+
+$(VERSITYGW): hack/versitygw/go.mod hack/versitygw/go.sum hack/versitygw/tools.go
+	cd hack/versitygw && $(GO) build -o $(VERSITYGW) github.com/versity/versitygw/cmd/versitygw
 
 ## chaos: randomized, seeded fault schedules against real processes (etcd,
 ## wal serve, workers, master with catch-up executors, one-shot publish):

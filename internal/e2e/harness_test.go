@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/lance/oracle"
+	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/walflight"
 	"github.com/walctl/walctl/internal/testutil/proc"
@@ -44,6 +47,9 @@ type cluster struct {
 	wal     *walflight.Client
 	lance   string
 	seq     *atomic.Int64 // numbers the processes' data dirs
+	// official is the official reader with the Lance root's storage
+	// options (nil: a local root, found when needed).
+	official *oracle.Oracle
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterWith(t, etcdembed.Options{}) }
@@ -177,7 +183,20 @@ func (c *cluster) createTable(table string) {
 }
 
 // tablePath is where table's Lance dataset lives.
-func (c *cluster) tablePath(table string) string { return filepath.Join(c.lance, table+".lance") }
+func (c *cluster) tablePath(table string) string {
+	if strings.Contains(c.lance, "://") {
+		return c.lance + "/" + table + ".lance"
+	}
+	return filepath.Join(c.lance, table+".lance")
+}
+
+// oracle is the official reader of the cluster's Lance root.
+func (c *cluster) oracle() *oracle.Oracle {
+	if c.official != nil {
+		return c.official
+	}
+	return oracletest.MustFind(c.t)
+}
 
 // latestVersion is the table's latest Lance version, 1 for a table not yet
 // created (a publisher creates version 1 before its first fence).

@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/walctl/walctl/internal/core/lance/oracle"
-	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
@@ -96,7 +95,7 @@ func (p *producer) generation(batches, rows int) {
 // ACKed id exactly once and nothing else. It returns the number of rows.
 func (p *producer) exactlyOnce() int {
 	p.c.t.Helper()
-	ids, err := exactlyonce.OracleIDs(p.c.ctx, p.c.tablePath(p.table))
+	ids, err := exactlyonce.OracleIDsWith(p.c.ctx, p.c.oracle(), p.c.tablePath(p.table))
 	if err != nil {
 		p.c.t.Fatal(err)
 	}
@@ -111,7 +110,7 @@ func (p *producer) exactlyOnce() int {
 func (p *producer) allColumnsMatch() {
 	t := p.c.t
 	t.Helper()
-	d, err := oracletest.MustFind(t).Dump(p.c.ctx, p.c.tablePath(p.table), oracle.DumpOptions{})
+	d, err := p.c.oracle().Dump(p.c.ctx, p.c.tablePath(p.table), oracle.DumpOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

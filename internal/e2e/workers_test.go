@@ -16,19 +16,33 @@ import (
 func TestTwoCompetingWorkersPublishEverything(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.createTable("orders")
-	p := c.producer("orders", 41)
-	args := []string{"worker", "run", "--tables", "orders", "--poll-interval", "50ms", "--slice-rounds", "1", "--idle-release-rounds", "1"}
-	// At most two generations a round, so the twelve take several rounds
-	// (and slices) however quickly they are sealed.
+	p := c.raceTwoWorkers("orders", 41, 12)
+	p.exactlyOnce()
+	p.allColumnsMatch()
+	c.trimmedToWatermarks("orders")
+}
+
+// raceTwoWorkers creates table and runs two competing `worker run`
+// processes with short slices while a producer seals gens generations;
+// once all is published it stops both (SIGTERM, exit 0, claims released)
+// and checks the claim changed hands. It returns the producer, whose ACKs
+// the caller checks.
+func (c *cluster) raceTwoWorkers(table string, seed uint64, gens int) *producer {
+	t := c.t
+	t.Helper()
+	c.createTable(table)
+	p := c.producer(table, seed)
+	args := []string{"worker", "run", "--tables", table, "--poll-interval", "50ms", "--slice-rounds", "1", "--idle-release-rounds", "1"}
+	// At most two generations a round, so they take several rounds (and
+	// slices) however quickly they are sealed.
 	env := []string{"WALCTL_PUBLICATION_MAX_GENERATIONS=2"}
 	w1 := c.walctl("worker-1", env, args...)
 	w2 := c.walctl("worker-2", env, args...)
 
-	for i := 0; i < 12; i++ {
+	for i := 0; i < gens; i++ {
 		p.generation(3, 40)
 	}
-	c.waitPublished("orders")
+	c.waitPublished(table)
 
 	for _, w := range []*proc.Proc{w1, w2} {
 		w.Signal(syscall.SIGTERM)
@@ -47,9 +61,7 @@ func TestTwoCompetingWorkersPublishEverything(t *testing.T) {
 	if acquired < 2 {
 		t.Fatalf("the claim changed hands %d times; bounded slices should release it after every round", acquired)
 	}
-	p.exactlyOnce()
-	p.allColumnsMatch()
-	c.trimmedToWatermarks("orders")
+	return p
 }
 
 // waitPublished waits until every shard of table is trimmed through its last

@@ -11,8 +11,12 @@
 //   node oracle.js versions <dir> <table>
 //   node oracle.js bench    <dir> <table> <adds> <batches-per-add> <rows-per-batch>
 //
-// <dir> is the directory holding <table>.lance; it must be absolute because a
-// relative URI is taken as LanceDB Cloud. rows.json is an array of plain row
+// <dir> is the directory holding <table>.lance: an absolute path (a relative
+// one is taken as LanceDB Cloud) or an object-store URI (s3://bucket/prefix).
+// Storage options (aws_endpoint, aws_access_key_id, aws_secret_access_key,
+// aws_region, allow_http …) come as a JSON object in the environment variable
+// LANCE_ORACLE_STORAGE_OPTIONS, never on the command line, so that no secret
+// shows in a process listing. rows.json is an array of plain row
 // objects; int64 values may be given as numbers. This file is CommonJS so that
 // lancedb and this script share one copy of apache-arrow (an ES-module import
 // would load a second copy and break LanceDB's instanceof checks).
@@ -37,11 +41,22 @@ function parseArgs(argv) {
   return { pos, opts };
 }
 
-async function open(dir, name, opts) {
-  if (!path.isAbsolute(dir)) {
-    throw new Error(`directory must be absolute: ${dir}`);
+function storageOptions() {
+  const raw = process.env.LANCE_ORACLE_STORAGE_OPTIONS;
+  return raw ? JSON.parse(raw) : undefined;
+}
+
+async function connect(dir) {
+  const uri = /^[a-z][a-z0-9+.-]*:\/\//i.test(dir);
+  if (!uri && !path.isAbsolute(dir)) {
+    throw new Error(`directory must be absolute or a URI: ${dir}`);
   }
-  const db = await lancedb.connect(dir);
+  const storage = storageOptions();
+  return storage ? lancedb.connect(dir, { storageOptions: storage }) : lancedb.connect(dir);
+}
+
+async function open(dir, name, opts) {
+  const db = await connect(dir);
   const tableOpts = {};
   if (opts && opts.version !== undefined) {
     tableOpts.version = Number(opts.version);
@@ -223,10 +238,10 @@ function specTable(spec) {
 }
 
 async function create(dir, name, file, opts) {
-  const db = await lancedb.connect(dir);
+  const db = await connect(dir);
   const createOpts = { mode: "create" };
   if (opts["storage-version"]) {
-    createOpts.storageOptions = { new_table_data_storage_version: opts["storage-version"] };
+    createOpts.storageOptions = { ...storageOptions(), new_table_data_storage_version: opts["storage-version"] };
   }
   const tbl = await db.createTable(name, specTable(readRows(file)), createOpts);
   return { version: await tbl.version(), count_rows: await tbl.countRows() };

@@ -15,6 +15,7 @@ import (
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/watermarks"
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -25,6 +26,7 @@ type ScanOptions struct {
 	Print     func(any, func() *render.Table) error
 	Timeout   time.Duration
 	LanceRoot string
+	Store     objstore.Store
 }
 
 // NewCmdBacklog returns the `backlog` command group.
@@ -60,6 +62,10 @@ table was printed.`,
 		Args:    cmdutil.ExactArgs(0, "backlog scan takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Timeout, opts.LanceRoot = f.Timeout(), f.Global().LanceRoot
+			var err error
+			if opts.Store, err = f.LanceStore(cmd.Context()); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -79,7 +85,7 @@ func scanRun(ctx context.Context, opts *ScanOptions) error {
 		return err
 	}
 	store := catchup.NewStore(co, catchup.StoreOptions{CallTimeout: opts.Timeout})
-	stats, scanErr := catchup.NewScanner(store, log, watermarks.FromLance(opts.LanceRoot)).Scan(ctx)
+	stats, scanErr := catchup.NewScanner(store, log, watermarks.FromStore(cmdutil.RootStore(opts.Store, opts.LanceRoot))).Scan(ctx)
 	if stats == nil {
 		stats = []catchup.TableStats{}
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +32,8 @@ type PublishOptions struct {
 	Streamed  bool // the child's preparation mode, from its configuration
 	// Exe finds the walctl executable the measured child runs.
 	Exe func() (string, error)
+	// S3 sets up a run on an S3 lance root (nil, nil on a local one).
+	S3 func(ctx context.Context, run string) (*s3Bench, error)
 
 	Dir    string
 	Size   int64
@@ -45,7 +46,8 @@ type PublishOptions struct {
 
 // NewCmdPublish returns `bench publish`.
 func NewCmdPublish(f *cmdutil.Factory, runF func(context.Context, *PublishOptions) error) *cobra.Command {
-	opts := &PublishOptions{ErrOut: f.IOStreams.ErrOut, Print: f.Print, Publisher: f.Publisher, Owner: f.Owner, Exe: self, Size: 1 << 30, Budget: 256 << 20}
+	opts := &PublishOptions{ErrOut: f.IOStreams.ErrOut, Print: f.Print, Publisher: f.Publisher, Owner: f.Owner, Exe: self, Size: 1 << 30, Budget: 256 << 20,
+		S3: func(ctx context.Context, run string) (*s3Bench, error) { return newS3Bench(ctx, f, run) }}
 	cmd := &cobra.Command{
 		Use:   "publish [--size 1GiB] [--budget 256MiB] [--modes buffered,streamed]",
 		Short: "Publication throughput and peak memory, buffered and streamed, beside the disk's dd fdatasync bandwidth",
@@ -61,8 +63,11 @@ before and right after each publication, its backlog in place, and every
 mode's ratio is to the highest of them: the disk's best in this run (shared
 disks drift, and slow down while gigabytes just written are kept). Every
 measurement starts after sync(2). Figures are recorded, never asserted.
-Scratch data is removed unless --keep.`,
-		Example: "  walctl bench publish\n  walctl bench publish --size 4GiB --budget 256MiB --output json\n  walctl bench publish --size 8MiB --modes streamed --dd-mib 16",
+Scratch data is removed unless --keep. With --lance-root s3://bucket/prefix
+the tables go to the bucket under walctl-bench/<run>/ (left there) and each
+mode's data files are then put again, one PutObject each, to the same store:
+"ratio to raw put" is that upload's time over the publication's.`,
+		Example: "  walctl bench publish\n  walctl bench publish --size 4GiB --budget 256MiB --output json\n  walctl bench publish --size 8MiB --modes streamed --dd-mib 16\n  walctl bench publish --lance-root s3://lake/walctl --size 256MiB --output json",
 		Args:    cmdutil.ExactArgs(0, "bench publish takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.DataDir, opts.Streamed = f.Global().DataDir, f.Config.Bool(cmdutil.KeyPipeline)
@@ -113,27 +118,26 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := pubbench.Run(ctx, pubbench.Config{Root: root, Size: opts.Size, Budget: opts.Budget, Modes: opts.Modes, DDMiB: opts.DDMiB,
+	var s3b *s3Bench
+	if opts.S3 != nil {
+		if s3b, err = opts.S3(ctx, filepath.Base(root)); err != nil {
+			return err
+		}
+	}
+	cfg := pubbench.Config{Root: root, Size: opts.Size, Budget: opts.Budget, Modes: opts.Modes, DDMiB: opts.DDMiB,
 		Keep: opts.Keep, Exe: exe, Args: []string{"bench", "publish", "--child", "--output", "json", "--log-level", "warn"},
-		ChildEnv: func(mode, dir string) []string {
-			return append(os.Environ(),
-				"WALCTL_DATA_DIR="+dir, "WALCTL_EMBEDDED=true", "WALCTL_WAL=", "WALCTL_LANCE_ROOT=",
-				"WALCTL_WORKER_MEMORY_BUDGET="+strconv.FormatInt(opts.Budget, 10),
-				"WALCTL_WORKER_PUBLICATION_PIPELINE_PREPARATION="+strconv.FormatBool(mode == "streamed"))
-		},
-		Log: opts.ErrOut})
+		ChildEnv: func(mode, dir string) []string { return childEnv(opts, s3b, mode, dir) },
+		Log:      opts.ErrOut}
+	if s3b != nil {
+		cfg.Store = s3b.store
+		fmt.Fprintf(opts.ErrOut, "tables under %s (left there for inspection)\n", s3b.root)
+	}
+	res, err := pubbench.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(opts.ErrOut, "dd conv=fdatasync: %s MiB/s (before and after each mode)\n", ddList(res.DDs))
-	return opts.Print(res, func() *render.Table {
-		t := render.NewTable("mode", "MiB", "MiB/s", "peak RSS", "budget", "dd MiB/s", "ratio to dd", "files", "rows")
-		for _, r := range res.Runs {
-			t.Add(r.Mode, fmt.Sprintf("%.0f", float64(r.Bytes)/(1<<20)), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.0f MiB", r.PeakRSSMiB),
-				humanize.IBytes(uint64(res.Budget)), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.RatioToDD), fmt.Sprint(r.Files), humanize.Comma(r.Rows))
-		}
-		return t
-	})
+	return opts.Print(res, func() *render.Table { return publishTable(res, s3b != nil) })
 }
 
 // self is the walctl executable to re-run: os.Args[0] as invoked (a test

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
 
 // settingAnnotation marks a flag as the flag form of a registered setting.
@@ -56,7 +57,10 @@ type Global struct {
 	CommandTimeout time.Duration
 	WAL            string
 	WALToken       string
-	LanceRoot      string
+	// LanceRoot is the absolute directory of tables, or s3://bucket/prefix.
+	LanceRoot string
+	// LanceLocation is LanceRoot parsed.
+	LanceLocation objstore.Root
 }
 
 // AddSettingFlags defines flags for the given registered settings on fs, with
@@ -210,10 +214,8 @@ func (c *Config) typed() error {
 	if abs, err := filepath.Abs(g.DataDir); err == nil {
 		g.DataDir = abs
 	}
-	if g.LanceRoot == "" {
-		g.LanceRoot = filepath.Join(g.DataDir, "tables")
-	} else if abs, err := filepath.Abs(g.LanceRoot); err == nil {
-		g.LanceRoot = abs
+	if err := resolveLanceRoot(&g); err != nil {
+		return err
 	}
 	if len(g.EtcdEndpoints) == 0 {
 		g.Embedded = true

@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -57,6 +58,13 @@ func (f *Factory) Publisher(ctx context.Context, owner coord.Owner, claimOpts ..
 // (when not nil) before the publisher is built: catch-up sets its batch
 // limits, merge budget and commit guard there.
 func (f *Factory) PublisherWith(ctx context.Context, owner coord.Owner, adjust func(*publish.Config), claimOpts ...coord.AcquireOption) (*publish.Publisher, error) {
+	if f.Config.Global.LanceLocation.IsS3() {
+		// A writer's start: refuse a store whose conditional creates are not
+		// honoured. A local filesystem's link(2) is (POSIX); doctor probes it.
+		if err := f.ProbeLanceStore(ctx); err != nil && !errors.Is(err, ErrUnsafeStoreAllowed) {
+			return nil, err
+		}
+	}
 	log, err := f.WAL(ctx)
 	if err != nil {
 		return nil, err
@@ -65,8 +73,13 @@ func (f *Factory) PublisherWith(ctx context.Context, owner coord.Owner, adjust f
 	if err != nil {
 		return nil, err
 	}
+	store, err := f.LanceStore(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cfg := publish.Config{
 		LanceRoot: f.Config.Global.LanceRoot,
+		Store:     store,
 		Limits: publish.Limits{
 			MaxBytes:       f.Config.Int64(KeyPlanMaxBytes),
 			MaxGenerations: f.Config.Int(KeyPlanMaxGenerations),

@@ -13,18 +13,24 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/health"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // Options of `walctl doctor`: the configuration it checks and the lazy
 // dependencies.
 type Options struct {
-	Global      cmdutil.Global
-	WALTarget   string
-	LanceRoot   string
+	Global    cmdutil.Global
+	WALTarget string
+	LanceRoot string
+	// Store is the lance root's store (nil: the directory LanceRoot).
+	Store       objstore.Store
 	CallContext func(context.Context) (context.Context, context.CancelFunc)
 	WAL         func(context.Context) (wal.Log, error)
 	Print       func(any, func() *render.Table) error
+	// ProbeStore checks the lance root's conditional creates
+	// (Factory.ProbeLanceStore).
+	ProbeStore func(context.Context) error
 
 	// EtcdEndpoints starts the embedded etcd when configured; Etcd dials.
 	EtcdEndpoints func(context.Context) ([]string, error)
@@ -58,6 +64,11 @@ trimmed beyond what it published).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g := f.Global()
 			opts.Global, opts.LanceRoot, opts.WALTarget = g, g.LanceRoot, g.WAL
+			opts.ProbeStore = f.ProbeLanceStore
+			var err error
+			if opts.Store, err = f.LanceStore(cmd.Context()); err != nil {
+				return err
+			}
 			if opts.WALTarget == "" {
 				opts.WALTarget = "in-process (" + f.WALDir() + ")"
 			}
@@ -73,8 +84,8 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	g := opts.Global
 	checks := []health.Check{
 		health.WritableDir("data-dir", g.DataDir),
-		health.WritableDir("lance-root", g.LanceRoot),
 	}
+	checks = append(checks, storeChecks(ctx, opts)...)
 	checks = append(checks, etcdChecks(ctx, opts)...)
 	checks = append(checks, walChecks(ctx, opts)...)
 	checks = append(checks, walDamageChecks(ctx, opts)...)

@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 
+	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/health"
 	"github.com/walctl/walctl/internal/core/publish"
 )
@@ -18,6 +19,8 @@ func walChecks(ctx context.Context, opts *Options) []health.Check {
 	}
 	cctx, cancel = opts.CallContext(ctx)
 	defer cancel()
-	wm := func(table string) (map[int]uint64, error) { return publish.LatestWatermarks(opts.LanceRoot, table) }
+	wm := func(table string) (map[int]uint64, error) {
+		return publish.LatestWatermarksOn(cmdutil.RootStore(opts.Store, opts.LanceRoot), table)
+	}
 	return append([]health.Check{c}, health.Watermarks(cctx, log, tables, wm)...)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -33,6 +34,7 @@ type ShowOptions struct {
 	CallContext func(context.Context) (context.Context, context.CancelFunc)
 	Print       func(any, func() *render.Table) error
 	LanceRoot   string
+	Store       objstore.Store
 	Table       string
 }
 
@@ -71,6 +73,10 @@ longer publish.`,
 		Args:    cmdutil.TableArgs("epoch show", &opts.Table, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.LanceRoot = f.Global().LanceRoot
+			var err error
+			if opts.Store, err = f.LanceStore(cmd.Context()); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -139,7 +145,7 @@ func fill(ctx context.Context, opts *ShowOptions, r *Row) error {
 	case !errors.Is(err, coord.ErrNoClaim):
 		return err
 	}
-	rd, err := publish.OpenReader(opts.LanceRoot, r.Table, publish.Selection{})
+	rd, err := publish.OpenReaderOn(cmdutil.RootStore(opts.Store, opts.LanceRoot), r.Table, publish.Selection{})
 	switch {
 	case err == nil:
 		r.FenceEpoch, r.Version = &rd.State.Epoch, rd.Manifest.Version

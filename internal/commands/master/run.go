@@ -15,6 +15,7 @@ import (
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/watermarks"
 	coremaster "github.com/walctl/walctl/internal/core/master"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
 
 // Settings of the master.
@@ -52,10 +53,12 @@ type Options struct {
 	// Store opens the catch-up records on the configured etcd.
 	Store func(context.Context) (*catchup.Store, error)
 	// NewRunner builds the configured Job runner for the stored policy.
-	NewRunner    func(context.Context, catchup.Policy) (catchup.Runner, error)
-	Logger       *slog.Logger
-	Policy       catchup.Policy
-	LanceRoot    string
+	NewRunner func(context.Context, catchup.Policy) (catchup.Runner, error)
+	Logger    *slog.Logger
+	Policy    catchup.Policy
+	LanceRoot string
+	// LanceStore is the lance root's store (nil: the directory LanceRoot).
+	LanceStore   func(context.Context) (objstore.Store, error)
 	DataDir      string
 	Listen       string
 	Token        string
@@ -131,7 +134,7 @@ to finish and a restarted master reconciles them from etcd.`,
 		},
 	}
 	cmdutil.AddSettingFlags(cmd.Flags(), append([]string{KeyListen, KeyRunner, KeyScanInterval, KeyLocalGrace,
-		KeyShutdownGrace, KeyNamespace, KeyJobTemplate, KeyJobCPU, KeyJobMemory, KeyKubeAPI, KeyKubeTokenFile, KeyKubeCAFile},
+		KeyShutdownGrace, KeyNamespace, KeyJobTemplate, KeyJobCPU, KeyJobMemory, KeyKubeAPI, KeyKubeTokenFile, KeyKubeCAFile, KeyJobS3Secret},
 		catchupcmd.PolicyKeys...)...)
 	return cmd
 }
@@ -156,8 +159,9 @@ func fillOptions(opts *Options, f *cmdutil.Factory) {
 			}
 			return catchup.NewStore(co, catchup.StoreOptions{CallTimeout: f.Timeout()}), nil
 		},
-		NewRunner: func(ctx context.Context, p catchup.Policy) (catchup.Runner, error) { return newRunner(ctx, f, p) },
-		Logger:    f.Logger, Policy: catchupcmd.PolicyFromConfig(cfg), LanceRoot: g.LanceRoot, DataDir: g.DataDir,
+		NewRunner:  func(ctx context.Context, p catchup.Policy) (catchup.Runner, error) { return newRunner(ctx, f, p) },
+		LanceStore: f.LanceStore,
+		Logger:     f.Logger, Policy: catchupcmd.PolicyFromConfig(cfg), LanceRoot: g.LanceRoot, DataDir: g.DataDir,
 		Listen: cfg.String(KeyListen), Token: cfg.String(catchupcmd.KeyMasterToken),
 		ScanInterval: cfg.Duration(KeyScanInterval), Grace: cfg.Duration(KeyShutdownGrace),
 	}
@@ -172,10 +176,16 @@ func runRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	var root objstore.Store
+	if opts.LanceStore != nil {
+		if root, err = opts.LanceStore(ctx); err != nil {
+			return err
+		}
+	}
 	return coremaster.Run(ctx, coremaster.RunConfig{
 		Store: store, Policy: opts.Policy,
 		NewRunner: func(p catchup.Policy) (catchup.Runner, error) { return opts.NewRunner(ctx, p) },
-		WAL:       log, Watermarks: watermarks.FromLance(opts.LanceRoot), ScanInterval: opts.ScanInterval,
+		WAL:       log, Watermarks: watermarks.FromStore(cmdutil.RootStore(root, opts.LanceRoot)), ScanInterval: opts.ScanInterval,
 		Listen: opts.Listen, EndpointFile: coremaster.EndpointFile(opts.DataDir), Token: opts.Token,
 		ShutdownGrace: opts.Grace, Logger: opts.Logger,
 	})

@@ -60,6 +60,7 @@ const (
 	KeyKubeAPI       = "master.kube_api"
 	KeyKubeTokenFile = "master.kube_token_file"
 	KeyKubeCAFile    = "master.kube_ca_file"
+	KeyJobS3Secret   = "master.job_s3_secret"
 )
 
 func init() {
@@ -67,14 +68,16 @@ func init() {
 		cmdutil.Setting{Key: KeyKubeAPI, Default: "", Usage: "kubernetes runner: API server URL (default: in-cluster service account)"},
 		cmdutil.Setting{Key: KeyKubeTokenFile, Default: "", Usage: "kubernetes runner: bearer token file for master.kube_api"},
 		cmdutil.Setting{Key: KeyKubeCAFile, Default: "", Usage: "kubernetes runner: CA bundle verifying master.kube_api"},
+		cmdutil.Setting{Key: KeyJobS3Secret, Default: "", Usage: "kubernetes runner: Secret in master.namespace with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for tables on S3; Jobs refer to it, never copy it (empty: the Pod's own AWS identity)"},
 	)
 }
 
 // newKubeRunner builds the Kubernetes Job runner: Jobs from the reviewed
 // template in master.namespace, CPU and memory requests equal to limits,
 // and the executor pointed at this master's etcd, WAL and Lance root
-// through WALCTL_* environment (secrets such as the WAL token belong in the
-// template, from a Secret).
+// through WALCTL_* environment. Secrets never travel that way: S3 keys come
+// from the Secret named by master.job_s3_secret (secretKeyRef), other
+// secrets such as the WAL token from the template, from a Secret.
 func newKubeRunner(_ context.Context, f *cmdutil.Factory, p catchup.Policy) (catchup.Runner, error) {
 	c := f.Config
 	g := c.Global
@@ -98,12 +101,34 @@ func newKubeRunner(_ context.Context, f *cmdutil.Factory, p catchup.Policy) (cat
 	env["WALCTL_ETCD_PREFIX"] = g.EtcdPrefix
 	env["WALCTL_WAL"] = g.WAL
 	env["WALCTL_LANCE_ROOT"] = g.LanceRoot
+	if g.LanceLocation.IsS3() {
+		addS3Env(c, env)
+	}
 	rc, err := restConfig(c)
 	if err != nil {
 		return nil, err
 	}
-	return kube.NewRunnerForConfig(rc, kube.Config{Namespace: c.String(KeyNamespace), Template: tmpl,
-		CPU: cpu, Memory: mem, Env: env, CallTimeout: g.CommandTimeout}, f.Logger)
+	kc := kube.Config{Namespace: c.String(KeyNamespace), Template: tmpl,
+		CPU: cpu, Memory: mem, Env: env, CallTimeout: g.CommandTimeout}
+	if kc.SecretName = c.String(KeyJobS3Secret); kc.SecretName != "" {
+		kc.SecretEnv = kube.S3SecretEnv
+	}
+	return kube.NewRunnerForConfig(rc, kc, f.Logger)
+}
+
+// addS3Env passes the S3 settings an executor needs for tables on S3:
+// endpoint, region, addressing and the unsafe-store override, as the
+// settings' own WALCTL_ variables. Keys are not among them: they reach the
+// executor only from the Secret named by master.job_s3_secret.
+func addS3Env(c *cmdutil.Config, env map[string]string) {
+	for _, k := range []string{cmdutil.KeyS3Endpoint, cmdutil.KeyS3Region, cmdutil.KeyS3PathStyle} {
+		if s, ok := cmdutil.LookupSetting(k); ok && c.String(k) != "" {
+			env[s.Env()] = c.String(k)
+		}
+	}
+	if s, ok := cmdutil.LookupSetting(cmdutil.KeyS3AllowUnsafe); ok && c.Bool(cmdutil.KeyS3AllowUnsafe) {
+		env[s.Env()] = "true"
+	}
 }
 
 // validateKube checks the Kubernetes runner's settings before anything

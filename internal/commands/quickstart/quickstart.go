@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -15,6 +16,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -31,7 +33,9 @@ type Options struct {
 	Where     string
 	DataDir   string
 	LanceRoot string
-	Say       io.Writer // narration (nil with --output json)
+	// Store is the lance root's store (nil: the directory LanceRoot).
+	Store objstore.Store
+	Say   io.Writer // narration (nil with --output json)
 
 	WAL       func(context.Context) (wal.Log, error)
 	Coord     func(context.Context) (*coord.Client, error)
@@ -79,7 +83,9 @@ of ids to the same table.`,
 			if opts.Records < 1 || opts.BatchRows < 1 || opts.Shards < 1 {
 				return cmdutil.FlagErrorf("--records, --batch-rows and --shards must be at least 1")
 			}
-			fill(f, opts)
+			if err := fill(cmd.Context(), f, opts); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -95,9 +101,13 @@ of ids to the same table.`,
 	return cmd
 }
 
-func fill(f *cmdutil.Factory, opts *Options) {
+func fill(ctx context.Context, f *cmdutil.Factory, opts *Options) error {
 	g := f.Global()
 	opts.DataDir, opts.LanceRoot = g.DataDir, g.LanceRoot
+	var err error
+	if opts.Store, err = f.LanceStore(ctx); err != nil {
+		return err
+	}
 	etcd := "etcd " + fmt.Sprint(g.EtcdEndpoints)
 	if g.Embedded {
 		etcd = "embedded etcd"
@@ -110,6 +120,7 @@ func fill(f *cmdutil.Factory, opts *Options) {
 	if !f.JSON() {
 		opts.Say = f.IOStreams.ErrOut
 	}
+	return nil
 }
 
 func (o *Options) say(format string, a ...any) {
@@ -155,9 +166,14 @@ func quickstartRun(ctx context.Context, opts *Options) error {
 	})
 }
 
-// nextSteps are commands to try next, each with the --data-dir it needs.
+// nextSteps are commands to try next, each with the --data-dir it needs
+// and the --lance-root when it is not the data dir's default (a bucket):
+// without it they would read, or a worker publish into, local tables.
 func nextSteps(opts *Options) []string {
 	d := " --data-dir " + shellQuote(opts.DataDir)
+	if def, _ := filepath.Abs(filepath.Join(opts.DataDir, "tables")); opts.LanceRoot != "" && opts.LanceRoot != def && opts.LanceRoot != filepath.Join(opts.DataDir, "tables") {
+		d += " --lance-root " + shellQuote(opts.LanceRoot)
+	}
 	t := " --table " + opts.Table
 	return []string{
 		"walctl table read" + t + " --limit 5" + d,

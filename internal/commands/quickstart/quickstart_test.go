@@ -24,6 +24,16 @@ func TestNextStepsCarryTheDataDir(t *testing.T) {
 			}
 		}
 	}
+	for _, s := range nextSteps(&Options{Table: "q", DataDir: "/d", LanceRoot: "s3://lake/t"}) {
+		if !strings.Contains(s, "--data-dir /d --lance-root s3://lake/t") {
+			t.Fatalf("%q lacks the bucket lance root", s)
+		}
+	}
+	for _, s := range nextSteps(&Options{Table: "q", DataDir: "/d", LanceRoot: "/d/tables"}) {
+		if strings.Contains(s, "--lance-root") {
+			t.Fatalf("%q names the default lance root", s)
+		}
+	}
 	if shellQuote("/tmp/my demo") != "'/tmp/my demo'" || shellQuote("/a/b") != "/a/b" {
 		t.Fatal(shellQuote("/tmp/my demo"))
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/producer"
@@ -37,7 +38,7 @@ func register(ctx context.Context, opts *Options) (wal.Log, wal.TableInfo, error
 }
 
 func produce(ctx context.Context, opts *Options, log wal.Log, info wal.TableInfo, res *Result) error {
-	first, err := producer.NextID(ctx, log, opts.LanceRoot, info)
+	first, err := producer.NextID(ctx, log, cmdutil.RootStore(opts.Store, opts.LanceRoot), info)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func publishAll(ctx context.Context, opts *Options, res *Result) error {
 
 // verifyIDs reads the table back and checks every ACKed id exactly once.
 func verifyIDs(ctx context.Context, opts *Options, res *Result) error {
-	r, err := publish.OpenReader(opts.LanceRoot, opts.Table, publish.Selection{})
+	r, err := publish.OpenReaderOn(cmdutil.RootStore(opts.Store, opts.LanceRoot), opts.Table, publish.Selection{})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
@@ -18,6 +19,7 @@ import (
 type ListOptions struct {
 	deps
 	LanceRoot string
+	Store     objstore.Store
 }
 
 // Listed is one row of `table list`. Version is null for a table nothing
@@ -46,6 +48,10 @@ JSON (--output json): a list of {"name", "shards", "epoch", "created",
 		Args:    cmdutil.ExactArgs(0, "table list takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.LanceRoot = f.Global().LanceRoot
+			var err error
+			if opts.Store, err = f.LanceStore(cmd.Context()); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -68,7 +74,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	rows := []Listed{}
 	for _, i := range infos {
 		row := Listed{Name: i.Name, Shards: i.Shards, Epoch: i.Epoch, Created: i.Created}
-		r, err := publish.OpenReader(opts.LanceRoot, i.Name, publish.Selection{})
+		r, err := publish.OpenReaderOn(cmdutil.RootStore(opts.Store, opts.LanceRoot), i.Name, publish.Selection{})
 		switch {
 		case err == nil:
 			row.Version = &r.Manifest.Version

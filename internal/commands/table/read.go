@@ -11,6 +11,7 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
@@ -18,6 +19,7 @@ import (
 type ReadOptions struct {
 	deps
 	LanceRoot string
+	Store     objstore.Store
 	Name      string
 	Version   uint64
 	Published bool
@@ -53,6 +55,10 @@ first --limit rows (default 20).`,
 		Args: cmdutil.TableArgs("table read", &opts.Name, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.LanceRoot = f.Global().LanceRoot
+			var err error
+			if opts.Store, err = f.LanceStore(cmd.Context()); err != nil {
+				return err
+			}
 			if opts.Version != 0 && opts.Published {
 				return cmdutil.FlagErrorf("--version and --published exclude each other")
 			}
@@ -78,7 +84,7 @@ first --limit rows (default 20).`,
 }
 
 func readRun(ctx context.Context, opts *ReadOptions) error {
-	r, err := publish.OpenReader(opts.LanceRoot, opts.Name, publish.Selection{Version: opts.Version, Published: opts.Published})
+	r, err := publish.OpenReaderOn(cmdutil.RootStore(opts.Store, opts.LanceRoot), opts.Name, publish.Selection{Version: opts.Version, Published: opts.Published})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/objstore"
 	coreverify "github.com/walctl/walctl/internal/core/verify"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -22,6 +23,7 @@ type Options struct {
 	Print       func(any, func() *render.Table) error
 	ErrOut      io.Writer
 	LanceRoot   string
+	Store       objstore.Store
 
 	Table   string
 	Version uint64
@@ -58,6 +60,10 @@ EXIT STATUS
 				return cmdutil.FlagErrorf("--table is required")
 			}
 			opts.LanceRoot = f.Global().LanceRoot
+			var err error
+			if opts.Store, err = f.LanceStore(cmd.Context()); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -80,7 +86,7 @@ func verifyRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	rep, err := coreverify.Table(ctx, log, coreverify.Options{LanceRoot: opts.LanceRoot, Table: opts.Table, Version: opts.Version})
+	rep, err := coreverify.Table(ctx, log, coreverify.Options{LanceRoot: opts.LanceRoot, Store: opts.Store, Table: opts.Table, Version: opts.Version})
 	if err != nil {
 		return err
 	}

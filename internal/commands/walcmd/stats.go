@@ -38,8 +38,11 @@ is set only when entries the table has not published were trimmed.`,
 		Args:    cmdutil.ExactArgs(0, "wal stats takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.fill(f)
-			root := f.Global().LanceRoot
-			opts.Watermarks = func(table string) (publish.Watermarks, error) { return publish.LatestWatermarks(root, table) }
+			root, err := f.LanceStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			opts.Watermarks = func(table string) (publish.Watermarks, error) { return publish.LatestWatermarksOn(root, table) }
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

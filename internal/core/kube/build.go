@@ -50,6 +50,14 @@ type Config struct {
 	// WALCTL_LANCE_ROOT, …): names must start with WALCTL_ and not be one of
 	// the identity variables or defined by the template.
 	Env map[string]string
+	// SecretName names a Secret in Namespace holding credentials the
+	// executor needs (for tables on S3: AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY). Its values never pass through the runner or
+	// the Job object: each variable of SecretEnv is a secretKeyRef to the
+	// key of the same name, resolved by the kubelet. Empty: no Secret.
+	SecretName string
+	// SecretEnv names the variables filled from SecretName.
+	SecretEnv []string
 	// CallTimeout bounds each call whose ctx has no deadline (default
 	// DefaultCallTimeout).
 	CallTimeout time.Duration
@@ -80,6 +88,9 @@ func (c *Config) validate() error {
 		if !envNameRE.MatchString(k) || k == EnvTable || k == EnvJobID || defined[k] {
 			return fmt.Errorf("kubernetes runner: env %q: want WALCTL_[A-Z0-9_]+, not an identity variable, not defined by the template: %w", k, errs.ErrInvalid)
 		}
+	}
+	if err := c.validateSecret(defined); err != nil {
+		return err
 	}
 	if c.CallTimeout < 0 {
 		return fmt.Errorf("kubernetes runner: negative call timeout: %w", errs.ErrInvalid)
@@ -127,6 +138,7 @@ func (c *Config) buildJob(spec catchup.JobSpec) *batchv1.Job {
 	for _, k := range keys {
 		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: k, Value: c.Env[k]})
 	}
+	ctr.Env = append(ctr.Env, c.secretEnv()...)
 	rl := corev1.ResourceList{corev1.ResourceCPU: c.CPU.DeepCopy(), corev1.ResourceMemory: c.Memory.DeepCopy()}
 	ctr.Resources = corev1.ResourceRequirements{Requests: rl, Limits: rl.DeepCopy()}
 	return job

@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancepb"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
 
 // Writer identity recorded in every manifest walctl writes.
@@ -281,15 +278,15 @@ func (d *Dataset) newFragments(parent *Manifest, files []Descriptor) ([]lancepb.
 		if desc.Rows == 0 {
 			return nil, fmt.Errorf("%s has no rows: %w", desc.Path, errs.ErrInvalid)
 		}
-		st, err := os.Stat(p)
+		st, err := d.store.Stat(context.Background(), p)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("%s: %w", p, ErrMissingFile)
+			if errors.Is(err, objstore.ErrNotFound) {
+				return nil, fmt.Errorf("%s: %w", d.store.Join(p), ErrMissingFile)
 			}
 			return nil, err
 		}
-		if uint64(st.Size()) != desc.Size {
-			return nil, fmt.Errorf("%s: size %d, descriptor says %d: %w", p, st.Size(), desc.Size, ErrCorruptFile)
+		if uint64(st.Size) != desc.Size {
+			return nil, fmt.Errorf("%s: size %d, descriptor says %d: %w", d.store.Join(p), st.Size, desc.Size, ErrCorruptFile)
 		}
 		out = append(out, lancepb.Fragment{
 			ID: next, PhysicalRows: desc.Rows,
@@ -304,53 +301,42 @@ func (d *Dataset) newFragments(parent *Manifest, files []Descriptor) ([]lancepb.
 }
 
 // usesV2Naming follows the naming scheme of the parent's manifest, as the
-// official writer does (V2 for new datasets).
+// official writer does (V2 for new datasets, on local disks and object
+// stores alike).
 func (d *Dataset) usesV2Naming(parent uint64) bool {
-	_, err := os.Stat(filepath.Join(d.root, versionsDir, manifestName(parent, false)))
+	_, err := d.store.Stat(context.Background(), versionsDir+"/"+manifestName(parent, false))
 	return err != nil
 }
 
-// putManifest is put-if-not-exists of version v: temp file, fsync, link(2)
-// to the final name (EEXIST = lost race), fsync of _versions. A failed
-// fsync after the link is ErrCommitUnknown wrapping durable.ErrSyncFailed:
-// the version is visible but may not survive a power loss, and syncing
-// again proves nothing.
+// putManifest is put-if-not-exists of version v through the store: on a
+// local directory a temp file, fsync, link(2) to the final name (EEXIST =
+// lost race), fsync of _versions; on S3 a PUT with If-None-Match: * (412 or
+// 409 = lost race). A failure after the manifest may have become visible
+// (a failed fsync after the link, a timeout or 5xx after the PUT was sent)
+// is ErrCommitUnknown: resolve it by re-reading (FindTransaction), never
+// by writing again.
 func (d *Dataset) putManifest(ctx context.Context, v uint64, v2 bool, data []byte) error {
-	final := filepath.Join(d.root, versionsDir, manifestName(v, v2))
-	if _, err := os.Stat(filepath.Join(d.root, versionsDir, manifestName(v, !v2))); err == nil {
+	key := versionsDir + "/" + manifestName(v, v2)
+	if _, err := d.store.Stat(ctx, versionsDir+"/"+manifestName(v, !v2)); err == nil {
 		return fmt.Errorf("version %d of %s: %w", v, d.root, ErrCommitConflict)
 	}
-	if err := durable.MkdirAll(filepath.Join(d.root, tmpDir), 0o755); err != nil {
-		return err
+	h := &objstore.Hooks{}
+	if d.Hooks.BeforeLink != nil {
+		h.BeforePublish = func(ctx context.Context) error { return d.Hooks.BeforeLink(ctx, v) }
 	}
-	tmp := filepath.Join(d.root, tmpDir, uuid.NewString()+".manifest")
-	if err := durable.WriteNew(tmp, data); err != nil {
-		return fmt.Errorf("write manifest of version %d of %s: %w", v, d.root, err)
+	if d.Hooks.AfterLinkBeforeDirSync != nil {
+		h.AfterPublish = func(ctx context.Context) error { return d.Hooks.AfterLinkBeforeDirSync(ctx, v) }
 	}
-	defer os.Remove(tmp)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if h := d.Hooks.BeforeLink; h != nil {
-		if err := h(ctx, v); err != nil {
-			return err
-		}
-	}
-	if err := durable.Link(tmp, final); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("version %d of %s: %w", v, d.root, ErrCommitConflict)
-		}
-		return fmt.Errorf("link %s: %w: %w", final, ErrCommitUnknown, err)
-	}
-	if h := d.Hooks.AfterLinkBeforeDirSync; h != nil {
-		if err := h(ctx, v); err != nil {
-			return fmt.Errorf("version %d of %s: %w: %w", v, d.root, ErrCommitUnknown, err)
-		}
-	}
-	if err := durable.SyncDir(filepath.Dir(final)); err != nil {
+	err := d.store.PutIfAbsent(ctx, key, data, h)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, objstore.ErrExists):
+		return fmt.Errorf("version %d of %s: %w", v, d.root, ErrCommitConflict)
+	case errors.Is(err, objstore.ErrUnknownOutcome):
 		return fmt.Errorf("version %d of %s: %w: %w", v, d.root, ErrCommitUnknown, err)
 	}
-	return nil
+	return fmt.Errorf("write manifest of version %d of %s: %w", v, d.root, err)
 }
 
 // commitInitial writes version 1 of a new dataset: the schema, no

@@ -1,25 +1,21 @@
 package lance
 
 import (
-	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 
-	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
-	"github.com/walctl/walctl/internal/core/writeback"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
 
 // Descriptor describes one written, synced data file. It carries no
@@ -56,13 +52,11 @@ type FileOptions struct {
 	MaxPageBytes int
 }
 
-// bufferSize is the write buffer of a FileWriter; large page buffers bypass it.
-const bufferSize = 256 << 10
-
-// FileWriter streams record batches into one new data file.
+// FileWriter streams record batches into one new data file on the
+// dataset's store (a local file, or an S3 object: one PUT, or a multipart
+// upload with bounded part buffers for a large file).
 type FileWriter struct {
-	f      *os.File
-	bw     *bufio.Writer
+	ow     objstore.Writer
 	crc    hash.Hash32
 	lw     *lancefile.Writer
 	rel    string
@@ -75,36 +69,22 @@ type FileWriter struct {
 	done      bool
 }
 
-// writeBehind is how many bytes a FileWriter writes before it asks the
-// kernel to start writing them back (writeback.Start), so the disk works
-// while the rest of the file is encoded and Close's fsync waits only for
-// the tail. The fsync at Close is what makes the file durable, unchanged.
-const writeBehind = 8 << 20
-
-// fileSink checksums and writes a data file's bytes, starting writeback of
-// every writeBehind bytes written.
-type fileSink struct {
-	f       *os.File
-	h       hash.Hash32
-	off     int64 // bytes written
-	started int64 // bytes whose writeback was started
+// crcSink checksums a data file's bytes on their way to the store.
+type crcSink struct {
+	h hash.Hash32
+	w io.Writer
 }
 
-func (s *fileSink) Write(p []byte) (int, error) {
+func (s crcSink) Write(p []byte) (int, error) {
 	s.h.Write(p)
-	n, err := s.f.Write(p)
-	s.off += int64(n)
-	if s.off-s.started >= writeBehind {
-		writeback.Start(s.f, s.started, s.off-s.started)
-		s.started = s.off
-	}
-	return n, err
+	return s.w.Write(p)
 }
 
-// CreateFile creates data/<name>.lance exclusively (O_EXCL: an existing file
+// CreateFile creates data/<name>.lance exclusively (an existing local file
 // is never overwritten, that is ErrCommitConflict's file-level twin
-// errs.ErrConflict) and returns a writer for it. Close it to get the
-// Descriptor, or Abort it to remove the partial file.
+// errs.ErrConflict; on S3 the name is unique to the attempt) and returns a
+// writer for it. Close it to get the Descriptor, or Abort it to remove the
+// partial file (abort the upload).
 func (d *Dataset) CreateFile(schema *Schema, opts FileOptions) (*FileWriter, error) {
 	name := opts.Name
 	if name == "" {
@@ -116,20 +96,16 @@ func (d *Dataset) CreateFile(schema *Schema, opts FileOptions) (*FileWriter, err
 	if strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return nil, fmt.Errorf("data file name %q: %w", name, errs.ErrInvalid)
 	}
-	if err := durable.MkdirAll(filepath.Join(d.root, dataDir), 0o755); err != nil {
-		return nil, err
-	}
 	rel := dataDir + "/" + name
-	f, err := os.OpenFile(filepath.Join(d.root, rel), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	ow, err := d.store.Create(context.Background(), rel)
 	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
+		if errors.Is(err, objstore.ErrExists) {
 			return nil, fmt.Errorf("%s: %w", rel, errs.ErrConflict)
 		}
 		return nil, err
 	}
-	fw := &FileWriter{f: f, crc: crc32.New(castagnoli), rel: rel, schema: schema, vers: opts.Version}
-	fw.bw = bufio.NewWriterSize(&fileSink{f: f, h: fw.crc}, bufferSize)
-	fw.lw, err = lancefile.NewWriter(fw.bw, schema, lancefile.Options{Version: opts.Version, MaxPageBytes: opts.MaxPageBytes})
+	fw := &FileWriter{ow: ow, crc: crc32.New(castagnoli), rel: rel, schema: schema, vers: opts.Version}
+	fw.lw, err = lancefile.NewWriter(crcSink{h: fw.crc, w: ow}, schema, lancefile.Options{Version: opts.Version, MaxPageBytes: opts.MaxPageBytes})
 	if err != nil {
 		fw.Abort()
 		return nil, err
@@ -145,8 +121,8 @@ func (w *FileWriter) Path() string { return w.rel }
 func (w *FileWriter) Write(rec arrow.Record) error { return w.lw.Write(rec) }
 
 // WorkspaceBytes returns the writer's own memory: the encoder workspace so
-// far plus the write buffer. Batches are the caller's.
-func (w *FileWriter) WorkspaceBytes() int { return w.lw.WorkspaceBytes() + bufferSize }
+// far plus the store writer's buffer (one multipart part on S3). Batches are the caller's.
+func (w *FileWriter) WorkspaceBytes() int { return w.lw.WorkspaceBytes() + w.ow.BufferBytes() }
 
 // Finish writes the rest of the file and its footer without syncing them.
 // The encoder's workspace is then no longer needed: a caller accounting for
@@ -159,17 +135,15 @@ func (w *FileWriter) Finish() error {
 	if !w.finished {
 		w.finished = true
 		w.size, w.finishErr = w.lw.Finish()
-		if w.finishErr == nil {
-			w.finishErr = w.bw.Flush()
-		}
 	}
 	return w.finishErr
 }
 
-// Close finishes the file, fsyncs it and the data directory (so the file's
-// name is durable before its descriptor can be recorded), and returns the
-// file's descriptor. On error the partial file is removed; a failed fsync
-// wraps durable.ErrSyncFailed.
+// Close finishes the file and makes it durable: locally an fsync of the
+// file and of the data directory (so the file's name is durable before its
+// descriptor can be recorded), on S3 the completed upload. It returns the
+// file's descriptor. On error the partial file is removed (the upload
+// aborted); a failed fsync wraps durable.ErrSyncFailed.
 func (w *FileWriter) Close() (Descriptor, error) {
 	if w.done {
 		return Descriptor{}, fmt.Errorf("%s: already closed: %w", w.rel, errs.ErrInvalid)
@@ -177,17 +151,12 @@ func (w *FileWriter) Close() (Descriptor, error) {
 	err := w.Finish()
 	size := w.size
 	if err == nil {
-		err = durable.SyncFile(w.f)
-	}
-	if cerr := w.f.Close(); err == nil {
-		err = cerr
-	}
-	w.done = true
-	if err == nil {
-		err = durable.SyncDir(filepath.Dir(w.f.Name()))
+		w.done = true
+		err = w.ow.Commit()
+	} else {
+		w.Abort()
 	}
 	if err != nil {
-		os.Remove(w.f.Name())
 		return Descriptor{}, fmt.Errorf("write %s: %w", w.rel, err)
 	}
 	major, minor := w.vers.ManifestNumbers()
@@ -197,52 +166,49 @@ func (w *FileWriter) Close() (Descriptor, error) {
 	}, nil
 }
 
-// Abort closes and removes the partial file.
+// Abort removes the partial file (aborts the upload).
 func (w *FileWriter) Abort() error {
 	if w.done {
 		return nil
 	}
 	w.done = true
-	w.f.Close()
-	return os.Remove(w.f.Name())
+	return w.ow.Abort()
 }
 
 // VerifyFile checks that the descriptor's file exists with the recorded size
 // and checksum and ends with a Lance footer. A missing file is ErrMissingFile,
 // any mismatch ErrCorruptFile; both name the path.
 func (d *Dataset) VerifyFile(desc Descriptor) error {
-	p, err := d.dataPath(desc.Path)
+	key, err := d.dataPath(desc.Path)
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(p)
+	p := d.store.Join(key)
+	r, err := d.store.Open(context.Background(), key)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, objstore.ErrNotFound) {
 			return fmt.Errorf("%s: %w", p, ErrMissingFile)
 		}
 		return err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if uint64(st.Size()) != desc.Size {
-		return fmt.Errorf("%s: size %d, descriptor says %d: %w", p, st.Size(), desc.Size, ErrCorruptFile)
+	defer r.Close()
+	size := r.Size()
+	if uint64(size) != desc.Size {
+		return fmt.Errorf("%s: size %d, descriptor says %d: %w", p, size, desc.Size, ErrCorruptFile)
 	}
 	h := crc32.New(castagnoli)
 	buf := make([]byte, 1<<20)
-	if _, err := io.CopyBuffer(h, f, buf); err != nil {
+	if _, err := io.CopyBuffer(h, io.NewSectionReader(r, 0, size), buf); err != nil {
 		return fmt.Errorf("read %s: %w", p, err)
 	}
 	if got := checksumString(h.Sum32()); got != desc.Checksum {
 		return fmt.Errorf("%s: checksum %s, descriptor says %s: %w", p, got, desc.Checksum, ErrCorruptFile)
 	}
 	var tail [lancefile.FooterLen]byte
-	if st.Size() < lancefile.FooterLen {
-		return fmt.Errorf("%s: %d bytes, shorter than a footer: %w", p, st.Size(), ErrCorruptFile)
+	if size < lancefile.FooterLen {
+		return fmt.Errorf("%s: %d bytes, shorter than a footer: %w", p, size, ErrCorruptFile)
 	}
-	if _, err := f.ReadAt(tail[:], st.Size()-lancefile.FooterLen); err != nil {
+	if _, err := r.ReadAt(tail[:], size-lancefile.FooterLen); err != nil {
 		return fmt.Errorf("read %s: %w", p, err)
 	}
 	if string(tail[36:]) != lancefile.Magic {
@@ -254,11 +220,11 @@ func (d *Dataset) VerifyFile(desc Descriptor) error {
 	return nil
 }
 
-// dataPath resolves a descriptor path, which must be data/<name>.
+// dataPath resolves a descriptor path, which must be data/<name>, to its key.
 func (d *Dataset) dataPath(rel string) (string, error) {
 	name, ok := strings.CutPrefix(rel, dataDir+"/")
 	if !ok || name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return "", fmt.Errorf("data file path %q is not data/<name>: %w", rel, errs.ErrInvalid)
 	}
-	return filepath.Join(d.root, dataDir, name), nil
+	return dataDir + "/" + name, nil
 }

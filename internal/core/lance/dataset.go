@@ -1,63 +1,67 @@
 package lance
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/walctl/walctl/internal/core/durable"
-	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
 
 const (
 	versionsDir = "_versions"
 	dataDir     = "data"
-	// tmpDir holds manifests being committed; it is inside the dataset so
-	// that link(2) stays on one filesystem, and outside _versions so that no
-	// reader ever lists a half-written manifest.
-	tmpDir = "_walctl/tmp"
+	// tmpDir holds manifests being committed on a local store; it is inside
+	// the dataset so that link(2) stays on one filesystem, and outside
+	// _versions so that no reader ever lists a half-written manifest.
+	tmpDir = objstore.TempDir
 )
 
-// Dataset is a Lance dataset directory (<lance-root>/<table>.lance). It holds
-// no cached state: every method reads the directory afresh, so one Dataset
-// may be shared by goroutines.
+// Dataset is a Lance dataset (<lance-root>/<table>.lance) on a store: a
+// local directory or an S3 prefix. It holds no cached state: every method
+// reads the store afresh, so one Dataset may be shared by goroutines.
 type Dataset struct {
-	root string
+	store objstore.Store
+	root  string
 	// Hooks are called at named points of Commit (fault injection, pauses).
 	Hooks Hooks
 }
 
-// Open opens the dataset at root. It fails with ErrDatasetNotFound when root
-// has no _versions directory, or one without a version: a creation cut short
-// (a crash or a power loss) before version 1 was linked leaves that layout,
-// and Create finishes it. Open writes nothing.
+// Open opens the dataset in the local directory root (see OpenStore).
 func Open(root string) (*Dataset, error) {
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)
+	if objstore.HasScheme(root) {
+		return nil, fmt.Errorf("%s: %w", root, ErrNotLocal)
 	}
-	st, err := os.Stat(filepath.Join(abs, versionsDir))
-	if err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("%s: no %s directory: %w", abs, versionsDir, ErrDatasetNotFound)
-	}
-	d := &Dataset{root: abs}
+	return OpenStore(objstore.NewLocal(root))
+}
+
+// OpenStore opens the dataset rooted at s. It fails with ErrDatasetNotFound
+// when s has no _versions entry, or none that names a version: a creation
+// cut short (a crash or a power loss) before version 1 was committed leaves
+// that layout, and Create finishes it. OpenStore writes nothing.
+func OpenStore(s objstore.Store) (*Dataset, error) {
+	d := &Dataset{store: s, root: s.String()}
 	if _, err := d.LatestVersion(); errors.Is(err, ErrVersionNotFound) {
-		return nil, fmt.Errorf("%s: no version yet (a creation cut short): %w", abs, ErrDatasetNotFound)
+		return nil, fmt.Errorf("%s: no version yet (none, or a creation cut short): %w", d.root, ErrDatasetNotFound)
+	} else if err != nil {
+		return nil, err
 	}
 	return d, nil
 }
 
-// Root returns the dataset's absolute directory.
+// Root names the dataset: its absolute directory, or s3://bucket/prefix.
 func (d *Dataset) Root() string { return d.root }
+
+// Store returns the store the dataset lives on.
+func (d *Dataset) Store() objstore.Store { return d.store }
 
 // VersionInfo names one version's manifest file.
 type VersionInfo struct {
@@ -92,18 +96,14 @@ func manifestName(v uint64, v2 bool) string {
 
 // Versions lists the dataset's versions in ascending order.
 func (d *Dataset) Versions() ([]VersionInfo, error) {
-	dir := filepath.Join(d.root, versionsDir)
-	entries, err := os.ReadDir(dir)
+	entries, err := d.store.List(context.Background(), versionsDir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", dir, ErrDatasetNotFound)
-		}
-		return nil, fmt.Errorf("list %s: %w", dir, err)
+		return nil, fmt.Errorf("list %s: %w", d.store.Join(versionsDir), err)
 	}
 	var out []VersionInfo
 	for _, e := range entries {
-		if v, v2, ok := parseManifestName(e.Name()); ok && !e.IsDir() {
-			out = append(out, VersionInfo{Version: v, Path: filepath.Join(dir, e.Name()), V2Naming: v2})
+		if v, v2, ok := parseManifestName(path.Base(e.Key)); ok {
+			out = append(out, VersionInfo{Version: v, Path: d.store.Join(e.Key), V2Naming: v2})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
@@ -126,9 +126,10 @@ func (d *Dataset) LatestVersion() (uint64, error) {
 // that does not parse is ErrCorruptManifest naming the file.
 func (d *Dataset) Manifest(v uint64) (*Manifest, error) {
 	for _, v2 := range []bool{true, false} {
-		p := filepath.Join(d.root, versionsDir, manifestName(v, v2))
-		raw, err := os.ReadFile(p)
-		if errors.Is(err, fs.ErrNotExist) {
+		key := versionsDir + "/" + manifestName(v, v2)
+		p := d.store.Join(key)
+		raw, err := d.store.Get(context.Background(), key)
+		if errors.Is(err, objstore.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -150,27 +151,19 @@ func (d *Dataset) Manifest(v uint64) (*Manifest, error) {
 // linked so far durable (a commit linked by a process that died before its
 // directory sync is visible before it is durable). An error wraps
 // durable.ErrSyncFailed: never call it again and trust the answer, the
-// versions it covered must be taken as possibly lost.
+// versions it covered must be taken as possibly lost. On an object store a
+// listed version is durable and this is a no-op.
 func (d *Dataset) SyncVersions() error {
-	return durable.SyncDir(filepath.Join(d.root, versionsDir))
+	return d.store.SyncDirs(context.Background(), versionsDir)
 }
 
 // SyncLayout fsyncs the dataset's directories (_versions, data, _walctl)
 // and the Lance root that holds the dataset's own name, so that a layout
 // created by a process that died before its syncs is durable before
 // anything is built on it. A publisher calls it once when it opens a table;
-// an error wraps durable.ErrSyncFailed.
+// an error wraps durable.ErrSyncFailed. A no-op on an object store.
 func (d *Dataset) SyncLayout() error {
-	for _, dir := range []string{versionsDir, dataDir, filepath.Dir(tmpDir), ".", ".."} {
-		p := filepath.Clean(filepath.Join(d.root, dir))
-		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-			continue // an official writer's table may have no _walctl
-		}
-		if err := durable.SyncDir(p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return d.store.SyncDirs(context.Background(), versionsDir, dataDir, path.Dir(tmpDir), ".", "..")
 }
 
 // Latest reads the highest version.
@@ -192,32 +185,35 @@ type CreateOptions struct {
 	TxnID string
 }
 
-// Create makes a new empty dataset at root with the given schema as
+// Create makes a new empty dataset in the local directory root (see
+// CreateStore).
+func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, error) {
+	if objstore.HasScheme(root) {
+		return nil, fmt.Errorf("%s: %w", root, ErrNotLocal)
+	}
+	return CreateStore(objstore.NewLocal(root), schema, opts)
+}
+
+// CreateStore makes a new empty dataset on s with the given schema as
 // version 1 (an Overwrite transaction with no fragments, as the official
 // writer's createEmptyTable does). Unsupported field types are refused before
 // anything is written; an existing dataset is ErrDatasetExists. A layout
 // without a version (a creation cut short) is finished.
-func Create(root string, schema *arrow.Schema, opts CreateOptions) (*Dataset, error) {
+func CreateStore(st objstore.Store, schema *arrow.Schema, opts CreateOptions) (*Dataset, error) {
 	s, err := lancefile.FromArrow(schema)
 	if err != nil {
 		return nil, err
 	}
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", root, errs.ErrInvalid)
-	}
-	if _, err := Open(abs); err == nil {
-		return nil, fmt.Errorf("%s: %w", abs, ErrDatasetExists)
+	if _, err := OpenStore(st); err == nil {
+		return nil, fmt.Errorf("%s: %w", st, ErrDatasetExists)
 	}
 	// Each new directory is synced, and so is the parent that got its name,
 	// up to the first one that existed (the Lance root's parent when the
 	// root is new): the dataset cannot vanish under a later commit.
-	for _, dir := range []string{versionsDir, dataDir, tmpDir} {
-		if err := durable.MkdirAll(filepath.Join(abs, dir), 0o755); err != nil {
-			return nil, fmt.Errorf("create %s: %w", abs, err)
-		}
+	if err := st.MakeDirs(context.Background(), versionsDir, dataDir, tmpDir); err != nil {
+		return nil, err
 	}
-	d := &Dataset{root: abs}
+	d := &Dataset{store: st, root: st.String()}
 	if err := d.SyncLayout(); err != nil {
 		return nil, err
 	}

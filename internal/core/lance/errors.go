@@ -31,7 +31,11 @@ var (
 	ErrVersionNotFound = fmt.Errorf("version not found: %w", errs.ErrNotFound)
 	// ErrDatasetNotFound means the path holds no Lance dataset.
 	ErrDatasetNotFound = fmt.Errorf("dataset not found: %w", errs.ErrNotFound)
-	// ErrDatasetExists is returned by Create when the dataset already exists.
+	// ErrNotLocal is a table path with a URL scheme (s3://…) given where a
+	// local directory is expected: such tables are opened through their
+	// store (OpenStore), never read as a relative path.
+	ErrNotLocal = fmt.Errorf("a table on object storage needs its store (this operation reads and writes local directories only): %w", errs.ErrInvalid)
+	// ErrDatasetExists is Create on an existing dataset.
 	ErrDatasetExists = fmt.Errorf("dataset already exists: %w", errs.ErrConflict)
 	// ErrCorruptManifest means a manifest file does not parse.
 	ErrCorruptManifest = fmt.Errorf("corrupt manifest: %w", errs.ErrCorrupt)

@@ -62,7 +62,7 @@ func FuzzManifestFile(f *testing.F) {
 		if _, err := m.FileVersion(); err != nil {
 			manifestClassified(t, err)
 		}
-		if _, _, err := m.Transaction(d.root); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if _, _, err := m.Transaction(d.store); err != nil && !errors.Is(err, os.ErrNotExist) {
 			manifestClassified(t, err)
 		}
 		m.Rows()

@@ -252,7 +252,7 @@ func TestWalctlAppendsToOfficialTable(t *testing.T) {
 	if m.WriterLibrary != "lance" || m.DataFormat != "2.0" || m.Timestamp.IsZero() || len(m.Fragments) != 2 || len(m.Config) != 0 {
 		t.Fatalf("official manifest: writer %s, format %s, time %v, %d fragments, config %v", m.WriterLibrary, m.DataFormat, m.Timestamp, len(m.Fragments), m.Config)
 	}
-	txn, ok, err := m.Transaction(d.Root())
+	txn, ok, err := m.Transaction(d.Store())
 	if err != nil || !ok || txn.Operation != "append" || txn.ReadVersion != 1 {
 		t.Fatalf("official transaction: %+v %v %v", txn, ok, err)
 	}

@@ -1,14 +1,15 @@
 package lance
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
 	"github.com/walctl/walctl/internal/core/lance/lancepb"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
 
 // Fragment is one fragment of a version: its id, files and row count.
@@ -101,7 +102,7 @@ var opNames = map[int]string{
 
 // Transaction returns the version's transaction, inline or from its
 // _transactions file; ok is false when the version records none.
-func (m *Manifest) Transaction(root string) (txn Transaction, ok bool, err error) {
+func (m *Manifest) Transaction(store objstore.Store) (txn Transaction, ok bool, err error) {
 	var body []byte
 	switch {
 	case m.pb.TransactionSection != nil:
@@ -114,8 +115,7 @@ func (m *Manifest) Transaction(root string) (txn Transaction, ok bool, err error
 		if name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
 			return txn, false, fmt.Errorf("%s: transaction file %q is not a file name: %w", m.Path, name, ErrCorruptManifest)
 		}
-		p := root + "/_transactions/" + name
-		body, err = os.ReadFile(p)
+		body, err = store.Get(context.Background(), "_transactions/"+name)
 		if err != nil {
 			return txn, false, fmt.Errorf("transaction of version %d: %w", m.Version, err)
 		}

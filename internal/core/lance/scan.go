@@ -2,8 +2,8 @@ package lance
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
 
 // ScanOptions select what Scan reads.
@@ -114,7 +115,7 @@ func (d *Dataset) readFragment(m *Manifest, frag Fragment, s *Schema, idx []int,
 		f := files[path]
 		if f == nil {
 			var err error
-			if f, err = lancefile.OpenFile(filepath.Join(d.root, dataDir, path)); err != nil {
+			if f, err = d.openDataFile(path); err != nil {
 				return nil, err
 			}
 			files[path] = f
@@ -149,4 +150,17 @@ func locate(frag Fragment, id int32) (string, int, bool) {
 		}
 	}
 	return "", 0, false
+}
+
+// openDataFile opens data/<name> of a fragment from the store.
+func (d *Dataset) openDataFile(name string) (*lancefile.File, error) {
+	key := dataDir + "/" + name
+	r, err := d.store.Open(context.Background(), key)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return nil, fmt.Errorf("%s: data file missing: %w", d.store.Join(key), errs.ErrNotFound)
+		}
+		return nil, err
+	}
+	return lancefile.OpenReader(r, r.Size(), d.store.Join(key))
 }

@@ -29,7 +29,7 @@ func (d *Dataset) FindTransaction(txnID string, after uint64) (version uint64, f
 		if err != nil {
 			return 0, false, err
 		}
-		txn, ok, err := m.Transaction(d.root)
+		txn, ok, err := m.Transaction(d.store)
 		if err != nil {
 			return 0, false, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
@@ -52,7 +53,7 @@ func Produce(ctx context.Context, log wal.Log, info wal.TableInfo, firstID, reco
 // NextID returns one more than the largest id already in the table's latest
 // Lance version or in its unpublished WAL entries (0 + 1 for an empty
 // table), so that a new run's ids are new.
-func NextID(ctx context.Context, log wal.Log, lanceRoot string, info wal.TableInfo) (int64, error) {
+func NextID(ctx context.Context, log wal.Log, lanceRoot objstore.Store, info wal.TableInfo) (int64, error) {
 	var top int64
 	see := func(b arrow.RecordBatch) error {
 		ids, ok := b.Column(b.Schema().FieldIndices(synth.IDField)[0]).(*array.Int64)
@@ -68,7 +69,7 @@ func NextID(ctx context.Context, log wal.Log, lanceRoot string, info wal.TableIn
 		return 0, fmt.Errorf("table %s has no %s column: %w", info.Name, synth.IDField, errs.ErrInvalid)
 	}
 	w := publish.Watermarks{}
-	r, err := publish.OpenReader(lanceRoot, info.Name, publish.Selection{})
+	r, err := publish.OpenReaderOn(lanceRoot, info.Name, publish.Selection{})
 	switch {
 	case err == nil:
 		w = r.State.Watermarks

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/core/wal/walbench"
 )
@@ -38,6 +39,11 @@ type ModeResult struct {
 	RatioToDD float64 `json:"ratio_to_dd"`
 	// WallSeconds is the child's whole life (etcd start, open, exit).
 	WallSeconds float64 `json:"wall_seconds"`
+	// Put is the raw PutObject baseline of a publication to an object
+	// store (nil on a local root); RatioToPut is the publication's rate of
+	// data-file bytes over the baseline's: Put.Seconds / Seconds.
+	Put        *PutResult `json:"raw_put,omitempty"`
+	RatioToPut float64    `json:"ratio_to_raw_put,omitempty"`
 }
 
 // Result is the outcome of Run (the JSON shape of `walctl bench publish`).
@@ -74,6 +80,11 @@ type Config struct {
 	ChildEnv func(mode, dataDir string) []string
 	// Log receives one line per step (and the child's stderr).
 	Log io.Writer
+	// Store, when the tables live on an object store, is the run's prefix
+	// there: each mode's child publishes under Store's <mode>/ (ChildEnv
+	// points it there), and the same bytes are then put raw under
+	// raw-<mode>/ for the baseline. Nil on a local root.
+	Store objstore.Store
 }
 
 // Run measures publication for each mode: it builds a backlog of Size in
@@ -137,10 +148,34 @@ func runMode(ctx context.Context, cfg Config, mode string) (ModeResult, Backlog,
 	}
 	r.Mode, r.PeakRSS, r.WallSeconds = mode, c.PeakRSS, c.Wall.Seconds()
 	r.PeakRSSMiB = float64(c.PeakRSS) / (1 << 20)
+	if cfg.Store != nil {
+		if err := rawPut(ctx, cfg, mode, &r); err != nil {
+			return r, bl, nil, err
+		}
+	}
 	if !cfg.Keep {
 		_ = os.RemoveAll(dir)
 	}
 	return r, bl, []walbench.DDResult{before, after}, nil
+}
+
+// rawPut measures the raw PutObject baseline of mode's publication: the
+// sizes of the data files it wrote, put again to the same store.
+func rawPut(ctx context.Context, cfg Config, mode string, r *ModeResult) error {
+	sizes, err := DataFileSizes(ctx, cfg.Store.Sub(mode), BenchTable)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Log, "%s: raw PutObject of the same %d files to %s…\n", mode, len(sizes), cfg.Store)
+	put, err := PutThroughput(ctx, cfg.Store, "raw-"+mode, sizes)
+	if err != nil {
+		return err
+	}
+	r.Put = &put
+	if r.Seconds > 0 {
+		r.RatioToPut = put.Seconds / r.Seconds
+	}
+	return nil
 }
 
 // backlogIn builds the mode's backlog in dir's WAL with the engine's

@@ -26,45 +26,16 @@ var (
 // the durable watermarks (rule 9).
 func (s *Session) publish(ctx context.Context, res *Result, plan *Plan, prep *Prepared, parent *lance.Manifest) (*Result, error) {
 	files := prep.Descriptors()
-	var version uint64
 	for attempt := 0; ; attempt++ {
 		if attempt == s.p.cfg.CommitAttempts {
 			return res, fmt.Errorf("commit %s: still contended after %d attempts: %w", plan.ID, attempt, errs.ErrConflict)
 		}
-		// Rule 7: verify every file immediately before every attempt.
-		if err := s.verify(prep); err != nil {
-			_ = s.store.RetireAttempt(ctx, prep, s.guard)
-			return res, fmt.Errorf("plan %s attempt %s: %v: %w", plan.ID, prep.Attempt, err, ErrFilesDamaged)
+		if err := s.beforeCommit(ctx, plan, prep); err != nil {
+			return res, err
 		}
-		// Early abort: the WAL already knows a newer publisher.
-		we, err := s.p.log.Epoch(ctx, s.table)
+		end, err := commitWatermarks(plan, parent)
 		if err != nil {
 			return res, err
-		}
-		if we != s.epoch {
-			return res, fmt.Errorf("WAL publisher epoch of %s is %d, this publisher has %d: %w", s.table, we, s.epoch, ErrFenced)
-		}
-		if err := failpoint.Inject(ctx, failpoint.AfterWALEpochCheck, 0); err != nil {
-			return res, err
-		}
-		if g := s.p.cfg.CommitGuard; g != nil {
-			if err := g(ctx, s.table); err != nil {
-				return res, err
-			}
-		}
-		if err := s.claim.Err(); err != nil {
-			return res, err
-		}
-		ps, err := ParseState(parent.Config)
-		if err != nil {
-			return res, err
-		}
-		end := ps.Watermarks.Clone()
-		for _, r := range plan.Ranges {
-			if r.To < ps.Watermarks[r.Shard] { // rule 6: never backwards
-				return res, fmt.Errorf("plan %s would move shard %d's watermark back from %d to %d: %w", plan.ID, r.Shard, ps.Watermarks[r.Shard], r.To, errs.ErrCorrupt)
-			}
-			end[r.Shard] = r.To
 		}
 		cr, err := s.ds.Commit(ctx, lance.CommitRequest{
 			ParentVersion: parent.Version,
@@ -75,51 +46,108 @@ func (s *Session) publish(ctx context.Context, res *Result, plan *Plan, prep *Pr
 			Now:           s.p.cfg.Clock.Now,
 			Check:         s.commitCheck(plan),
 		})
-		switch {
-		case err == nil:
-			version = cr.Version
-		case errors.Is(err, errAlreadyPublished):
-			return s.finish(ctx, res, plan, OutcomeAlreadyPublished, 0)
-		case errors.Is(err, durable.ErrSyncFailed):
-			// The manifest may be linked but a failed fsync covered it: a
-			// later sync that succeeds proves nothing, so the plan id is not
-			// looked up and nothing is trimmed (the table stops, see Round).
-			return res, fmt.Errorf("commit plan %s on version %d: %w", plan.ID, parent.Version, err)
-		case errors.Is(err, errSuperseded):
-			if rerr := s.store.RetirePlan(ctx, plan, s.guard); rerr != nil {
-				return res, rerr
-			}
-			res.Outcome = OutcomeSuperseded
-			return res, nil
-		case errors.Is(err, lance.ErrCommitConflict), errors.Is(err, lance.ErrCommitUnknown):
-			// Lost the race, or do not know whether the link happened: look
-			// for the plan id, never commit again blindly (rule 6).
-			v, by, found, ferr := s.findPlan(plan.ID, parent.Version)
-			if ferr != nil {
-				return res, ferr
-			}
-			if found && by != s.epoch {
-				// A successor adopted the plan and published it (a data
-				// commit carries its committer's epoch): this attempt's
-				// link lost to its fence, and this publisher is fenced out.
-				return res, fmt.Errorf("plan %s was published in version %d at epoch %d, this publisher has %d: %w", plan.ID, v, by, s.epoch, ErrFenced)
-			}
-			if found {
-				s.log.Info("commit resolved by the plan id recorded in the table", "plan", plan.ID, "version", v, "cause", err)
-				version = v
-				break
-			}
-			if parent, err = s.ds.Latest(); err != nil {
-				return res, err
-			}
-			s.log.Info("commit lost the race; retrying on the new parent", "plan", plan.ID, "parent", parent.Version)
-			continue
-		default:
-			return res, err
+		if err == nil {
+			return s.finish(ctx, res, plan, OutcomePublished, cr.Version)
 		}
-		break
+		next, out, err := s.commitFailed(ctx, res, plan, parent, err)
+		if next == nil {
+			return out, err
+		}
+		parent = next
 	}
-	return s.finish(ctx, res, plan, OutcomePublished, version)
+}
+
+// beforeCommit runs the checks every commit attempt repeats: rule 7 (the
+// prepared files, immediately before the attempt; a damaged attempt is
+// retired), the early WAL-epoch abort, the caller's guard and the claim.
+func (s *Session) beforeCommit(ctx context.Context, plan *Plan, prep *Prepared) error {
+	if err := s.verify(prep); err != nil {
+		_ = s.store.RetireAttempt(ctx, prep, s.guard)
+		return fmt.Errorf("plan %s attempt %s: %v: %w", plan.ID, prep.Attempt, err, ErrFilesDamaged)
+	}
+	// Early abort: the WAL already knows a newer publisher.
+	we, err := s.p.log.Epoch(ctx, s.table)
+	if err != nil {
+		return err
+	}
+	if we != s.epoch {
+		return fmt.Errorf("WAL publisher epoch of %s is %d, this publisher has %d: %w", s.table, we, s.epoch, ErrFenced)
+	}
+	if err := failpoint.Inject(ctx, failpoint.AfterWALEpochCheck, 0); err != nil {
+		return err
+	}
+	if g := s.p.cfg.CommitGuard; g != nil {
+		if err := g(ctx, s.table); err != nil {
+			return err
+		}
+	}
+	return s.claim.Err()
+}
+
+// commitWatermarks are the parent's watermarks advanced by the plan's
+// ranges; a range that would move a watermark back is refused (rule 6).
+func commitWatermarks(plan *Plan, parent *lance.Manifest) (Watermarks, error) {
+	ps, err := ParseState(parent.Config)
+	if err != nil {
+		return nil, err
+	}
+	end := ps.Watermarks.Clone()
+	for _, r := range plan.Ranges {
+		if r.To < ps.Watermarks[r.Shard] { // rule 6: never backwards
+			return nil, fmt.Errorf("plan %s would move shard %d's watermark back from %d to %d: %w", plan.ID, r.Shard, ps.Watermarks[r.Shard], r.To, errs.ErrCorrupt)
+		}
+		end[r.Shard] = r.To
+	}
+	return end, nil
+}
+
+// commitFailed decides what a failed commit attempt on parent means. It
+// returns the new parent to retry on (a lost race), or nil and the round's
+// result and error when the round is over: already published, superseded,
+// resolved by the plan id recorded in the table, fenced, or failed.
+func (s *Session) commitFailed(ctx context.Context, res *Result, plan *Plan, parent *lance.Manifest, err error) (*lance.Manifest, *Result, error) {
+	switch {
+	case errors.Is(err, errAlreadyPublished):
+		out, ferr := s.finish(ctx, res, plan, OutcomeAlreadyPublished, 0)
+		return nil, out, ferr
+	case errors.Is(err, durable.ErrSyncFailed):
+		// The manifest may be linked but a failed fsync covered it: a
+		// later sync that succeeds proves nothing, so the plan id is not
+		// looked up and nothing is trimmed (the table stops, see Round).
+		return nil, res, fmt.Errorf("commit plan %s on version %d: %w", plan.ID, parent.Version, err)
+	case errors.Is(err, errSuperseded):
+		if rerr := s.store.RetirePlan(ctx, plan, s.guard); rerr != nil {
+			return nil, res, rerr
+		}
+		res.Outcome = OutcomeSuperseded
+		return nil, res, nil
+	case errors.Is(err, lance.ErrCommitConflict), errors.Is(err, lance.ErrCommitUnknown):
+		// Lost the race, or do not know whether the write happened: look
+		// for the plan id, never commit again blindly (rule 6).
+		v, by, found, ferr := s.findPlan(plan.ID, parent.Version)
+		if ferr != nil {
+			return nil, res, ferr
+		}
+		if found && by != s.epoch {
+			// A successor adopted the plan and published it (a data
+			// commit carries its committer's epoch): this attempt's
+			// write lost to its fence, and this publisher is fenced out.
+			return nil, res, fmt.Errorf("plan %s was published in version %d at epoch %d, this publisher has %d: %w", plan.ID, v, by, s.epoch, ErrFenced)
+		}
+		if found {
+			s.log.Info("commit resolved by the plan id recorded in the table", "plan", plan.ID, "version", v, "cause", err)
+			out, ferr := s.finish(ctx, res, plan, OutcomePublished, v)
+			return nil, out, ferr
+		}
+		next, lerr := s.ds.Latest()
+		if lerr != nil {
+			return nil, res, lerr
+		}
+		s.log.Info("commit lost the race; retrying on the new parent", "plan", plan.ID, "parent", next.Version)
+		return next, nil, nil
+	default:
+		return nil, res, err
+	}
 }
 
 // commitCheck is rule 4 and rule 5 against the exact parent, run by the

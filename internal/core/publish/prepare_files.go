@@ -45,34 +45,19 @@ func (s *Session) prepareFiles(ctx context.Context, plan *Plan, jobs []fileJob, 
 		}
 	}()
 
-	var (
-		mu       sync.Mutex
-		first    error
-		descs    = make([]lance.Descriptor, len(jobs))
-		finished int
-		active   int // admitted writers still holding their reservation
-		wg       sync.WaitGroup
-	)
-	freed := make(chan struct{}, len(jobs))
-	fail := func(err error) {
-		mu.Lock()
-		if first == nil || (errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
-			first = err
-		}
-		mu.Unlock()
-		cancel()
-	}
+	run := &fileRun{descs: make([]lance.Descriptor, len(jobs)), freed: make(chan struct{}, len(jobs)), cancel: cancel}
+	var wg sync.WaitGroup
 	slots := semaphore.NewWeighted(int64(files))
 	hooks := s.p.cfg.hooks
 	for _, j := range jobs {
 		if err := slots.Acquire(sctx, 1); err != nil {
-			fail(err)
+			run.fail(err)
 			break
 		}
 		n := need(j)
-		if err := s.admit(sctx, n, &mu, &active, freed); err != nil {
+		if err := s.admit(sctx, n, run); err != nil {
 			slots.Release(1)
-			fail(err)
+			run.fail(err)
 			break
 		}
 		if hooks != nil && hooks.writerStart != nil {
@@ -84,21 +69,13 @@ func (s *Session) prepareFiles(ctx context.Context, plan *Plan, jobs []fileJob, 
 			desc, err := write(sctx, j, n, func(held int64) {
 				s.p.cfg.Budget.Release(held)
 				slots.Release(1)
-				mu.Lock()
-				active--
-				mu.Unlock()
-				freed <- struct{}{}
+				run.freeOne()
 			})
 			if err == nil {
-				mu.Lock()
-				descs[j.index] = desc
-				finished++
-				n := finished
-				mu.Unlock()
-				err = failpoint.Inject(sctx, failpoint.AfterFilesPrepared, n)
+				err = failpoint.Inject(sctx, failpoint.AfterFilesPrepared, run.written(j, desc))
 			}
 			if err != nil {
-				fail(fileErr(plan, j, err))
+				run.fail(fileErr(plan, j, err))
 			}
 			if hooks != nil && hooks.writerDone != nil {
 				hooks.writerDone(j.index, err)
@@ -106,19 +83,68 @@ func (s *Session) prepareFiles(ctx context.Context, plan *Plan, jobs []fileJob, 
 		}(j)
 	}
 	wg.Wait()
+	return run.result(ctx, s.claim.Err)
+}
+
+// fileRun is the shared state of one prepareFiles call: the descriptors
+// written so far, the first failure, and the writers still holding their
+// reservation.
+type fileRun struct {
+	mu       sync.Mutex
+	first    error
+	descs    []lance.Descriptor
+	finished int
+	active   int // admitted writers still holding their reservation
+	freed    chan struct{}
+	cancel   context.CancelFunc
+}
+
+// fail records err (a real failure wins over a cancellation it caused) and
+// stops the other writers.
+func (r *fileRun) fail(err error) {
+	r.mu.Lock()
+	if r.first == nil || (errors.Is(r.first, context.Canceled) && !errors.Is(err, context.Canceled)) {
+		r.first = err
+	}
+	r.mu.Unlock()
+	r.cancel()
+}
+
+// freeOne notes that an admitted writer gave back its reservation.
+func (r *fileRun) freeOne() {
+	r.mu.Lock()
+	r.active--
+	r.mu.Unlock()
+	r.freed <- struct{}{}
+}
+
+// written records j's descriptor and returns how many files are done.
+func (r *fileRun) written(j fileJob, desc lance.Descriptor) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.descs[j.index] = desc
+	r.finished++
+	return r.finished
+}
+
+// result is the descriptors once every writer finished, or the first
+// failure; a claim lost meanwhile is reported as itself, not as the
+// cancellation it caused.
+func (r *fileRun) result(ctx context.Context, claimErr func() error) ([]lance.Descriptor, error) {
+	first := r.first
 	if first == nil {
-		first = s.claim.Err() // a claim lost after the last file was admitted
+		first = claimErr() // a claim lost after the last file was admitted
 	}
 	if first == nil {
 		first = ctx.Err()
 	}
 	if first != nil {
-		if err := s.claim.Err(); err != nil && errors.Is(first, context.Canceled) {
+		if err := claimErr(); err != nil && errors.Is(first, context.Canceled) {
 			return nil, err
 		}
 		return nil, first
 	}
-	return descs, nil
+	return r.descs, nil
 }
 
 // admit reserves n bytes for a new writer. While writers of this plan hold
@@ -126,15 +152,15 @@ func (s *Session) prepareFiles(ctx context.Context, plan *Plan, jobs []fileJob, 
 // otherwise waits for one of those writers to free its own: a writer
 // admitted into bytes the running writers need would stall them. With none
 // holding any it waits for the bytes.
-func (s *Session) admit(ctx context.Context, n int64, mu *sync.Mutex, active *int, freed <-chan struct{}) error {
+func (s *Session) admit(ctx context.Context, n int64, run *fileRun) error {
 	b := s.p.cfg.Budget
 	for {
 		if b.TryReserve(n) {
 			break
 		}
-		mu.Lock()
-		k := *active
-		mu.Unlock()
+		run.mu.Lock()
+		k := run.active
+		run.mu.Unlock()
 		if k == 0 {
 			if err := b.Reserve(ctx, n, "Lance file writer"); err != nil {
 				return err
@@ -142,14 +168,14 @@ func (s *Session) admit(ctx context.Context, n int64, mu *sync.Mutex, active *in
 			break
 		}
 		select {
-		case <-freed:
+		case <-run.freed:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	mu.Lock()
-	*active++
-	mu.Unlock()
+	run.mu.Lock()
+	run.active++
+	run.mu.Unlock()
 	return nil
 }
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -44,12 +44,22 @@ func (e *NotPublishedError) Error() string {
 // Unwrap returns the dataset error.
 func (e *NotPublishedError) Unwrap() error { return e.Err }
 
-// OpenReader opens table under lanceRoot read-only at the selected version.
+// OpenReader opens table under the local directory lanceRoot read-only at
+// the selected version (OpenReaderOn for any store).
 func OpenReader(lanceRoot, table string, sel Selection) (*Reader, error) {
+	if objstore.HasScheme(lanceRoot) {
+		return nil, fmt.Errorf("%s: %w", lanceRoot, lance.ErrNotLocal)
+	}
+	return OpenReaderOn(objstore.NewLocal(lanceRoot), table, sel)
+}
+
+// OpenReaderOn opens table under the lance root store read-only at the
+// selected version.
+func OpenReaderOn(root objstore.Store, table string, sel Selection) (*Reader, error) {
 	if err := wal.ValidateName(table); err != nil {
 		return nil, err
 	}
-	ds, err := lance.Open(filepath.Join(lanceRoot, table+".lance"))
+	ds, err := lance.OpenStore(root.Sub(table + ".lance"))
 	if errors.Is(err, lance.ErrDatasetNotFound) {
 		return nil, &NotPublishedError{Table: table, Err: err}
 	}
@@ -115,7 +125,15 @@ func (r *Reader) Scan(ctx context.Context, columns []string, fn func(arrow.Recor
 // table under lanceRoot (a managed read: no claim, no epoch). A table with
 // no dataset yet has published nothing: empty watermarks, no error.
 func LatestWatermarks(lanceRoot, table string) (Watermarks, error) {
-	r, err := OpenReader(lanceRoot, table, Selection{})
+	if objstore.HasScheme(lanceRoot) {
+		return nil, fmt.Errorf("%s: %w", lanceRoot, lance.ErrNotLocal)
+	}
+	return LatestWatermarksOn(objstore.NewLocal(lanceRoot), table)
+}
+
+// LatestWatermarksOn is LatestWatermarks under the lance root store.
+func LatestWatermarksOn(root objstore.Store, table string) (Watermarks, error) {
+	r, err := OpenReaderOn(root, table, Selection{})
 	if errors.Is(err, lance.ErrDatasetNotFound) {
 		return Watermarks{}, nil
 	}

@@ -12,6 +12,16 @@ import (
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
+// retire moves the record read from src to the key to, but only the exact
+// record read (rule 8): by file identity on a local directory
+// (retireRecord), by ETag on an object store (retireTagged).
+func (s *Store) retire(ctx context.Context, guard Guard, src recordSource, to string) error {
+	if s.st.Local() != "" {
+		return retireRecord(ctx, guard, src, s.st.Join(to))
+	}
+	return s.retireTagged(ctx, guard, src, to)
+}
+
 // retireRecord moves the record read from src to the name to, but only the
 // exact record read (rule 8): records are never rewritten in place, so a
 // record is its file's identity (device and inode), and a name that now

@@ -175,7 +175,7 @@ func (s *Session) probe(ctx context.Context, res *Result) (bool, error) {
 		return false, err
 	}
 	// A table without a dataset has no plans directory either: none.
-	plans, err := NewStore(s.p.TablePath(s.table)).Plans()
+	plans, err := NewStoreOn(s.p.TableStore(s.table)).Plans()
 	if err != nil {
 		return false, err
 	}

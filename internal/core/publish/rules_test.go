@@ -67,8 +67,8 @@ func TestRetirementComparesTheRecordAndNeedsTheClaim(t *testing.T) {
 		t.Fatalf("plans: %v %v", plans, err)
 	}
 	read := plans[0]
-	planPath := filepath.Join(a.store.plansDir(), read.Key()+".json")
-	retired := filepath.Join(a.store.plansDir(), "retired", read.ID+".json")
+	planPath := a.store.st.Join(plansDir + "/" + read.Key() + ".json")
+	retired := a.store.st.Join(plansDir + "/retired/" + read.ID + ".json")
 	other := replaceRecord(t, planPath, func(r map[string]any) { r["created_by"] = "someone else" })
 	if err := a.store.RetirePlan(e.ctx, read, a.guard); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("retire a replaced plan: %v, want a conflict", err)
@@ -82,7 +82,7 @@ func TestRetirementComparesTheRecordAndNeedsTheClaim(t *testing.T) {
 	if err != nil || len(atts) != 1 {
 		t.Fatalf("attempts: %v %v", atts, err)
 	}
-	attPath := filepath.Join(a.store.attemptsDir(), read.ID, atts[0].Attempt+".json")
+	attPath := a.store.st.Join(attemptsDir + "/" + read.ID + "/" + atts[0].Attempt + ".json")
 	otherAtt := replaceRecord(t, attPath, func(r map[string]any) { r["prepared_by"] = "someone else" })
 	if err := a.store.RetireAttempt(e.ctx, atts[0], a.guard); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("retire a replaced attempt: %v, want a conflict", err)

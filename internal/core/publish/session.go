@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
+
 	"time"
 
 	"k8s.io/utils/clock"
@@ -18,6 +18,7 @@ import (
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -41,7 +42,11 @@ const (
 // Config configures a Publisher.
 type Config struct {
 	// LanceRoot is the directory of tables; table T is <LanceRoot>/T.lance.
+	// It is used when Store is nil.
 	LanceRoot string
+	// Store is the lance root on a store (a directory or an S3 prefix);
+	// table T is its T.lance. Nil means the local directory LanceRoot.
+	Store objstore.Store
 	// Limits bound one plan; zero fields take the defaults.
 	Limits Limits
 	// FileVersion of the data files of tables walctl creates (the zero value
@@ -116,18 +121,32 @@ func New(log wal.Log, co *coord.Client, cfg Config) *Publisher {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Store == nil {
+		cfg.Store = objstore.NewLocal(cfg.LanceRoot)
+	}
 	return &Publisher{log: log, coord: co, cfg: cfg}
 }
 
-// TablePath is where table lives.
+// TablePath names where table lives (a directory, or s3://…).
 func (p *Publisher) TablePath(table string) string {
-	return filepath.Join(p.cfg.LanceRoot, table+".lance")
+	return p.TableStore(table).String()
+}
+
+// TableStore is the store of table's dataset.
+func (p *Publisher) TableStore(table string) objstore.Store {
+	return p.cfg.Store.Sub(table + ".lance")
+}
+
+// OpenTable opens table's dataset read-only (lance.ErrDatasetNotFound when
+// nothing was published into it yet).
+func (p *Publisher) OpenTable(table string) (*lance.Dataset, error) {
+	return lance.OpenStore(p.TableStore(table))
 }
 
 // LatestWatermarks returns the watermarks of the table's latest version
 // under the publisher's Lance root (see the function LatestWatermarks).
 func (p *Publisher) LatestWatermarks(table string) (Watermarks, error) {
-	return LatestWatermarks(p.cfg.LanceRoot, table)
+	return LatestWatermarksOn(p.cfg.Store, table)
 }
 
 // Session is one ownership of one table: a claim and the publisher epoch
@@ -238,16 +257,16 @@ func (s *Session) dataset(ctx context.Context) (*lance.Dataset, error) {
 	if s.ds != nil {
 		return s.ds, nil
 	}
-	path := s.p.TablePath(s.table)
-	ds, err := lance.Open(path)
+	ts := s.p.TableStore(s.table)
+	ds, err := lance.OpenStore(ts)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
 		info, terr := s.p.log.Table(ctx, s.table)
 		if terr != nil {
 			return nil, terr
 		}
-		ds, err = lance.Create(path, info.Schema, lance.CreateOptions{FileVersion: s.p.cfg.FileVersion, TxnID: newID()})
+		ds, err = lance.CreateStore(ts, info.Schema, lance.CreateOptions{FileVersion: s.p.cfg.FileVersion, TxnID: newID()})
 		if errors.Is(err, lance.ErrDatasetExists) {
-			ds, err = lance.Open(path)
+			ds, err = lance.OpenStore(ts)
 		}
 	}
 	if err != nil {
@@ -268,7 +287,7 @@ func (s *Session) dataset(ctx context.Context) (*lance.Dataset, error) {
 			return failpoint.Inject(ctx, failpoint.AfterLinkBeforeDirSync, int(v))
 		},
 	}
-	s.ds, s.store = ds, NewStore(path)
+	s.ds, s.store = ds, NewStoreOn(ts)
 	return ds, nil
 }
 
@@ -296,6 +315,7 @@ func (s *Session) fence(ctx context.Context) error {
 		switch {
 		case st.Epoch == s.epoch:
 			s.fenced = true
+			s.abortDeadUploads(ctx)
 			return nil
 		case st.Epoch > s.epoch:
 			return fmt.Errorf("table %s version %d is fenced at epoch %d, this publisher has %d: %w", s.table, m.Version, st.Epoch, s.epoch, ErrFenced)

@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
 
 // Store keeps a table's pinned plans and prepared results in the table's own
@@ -26,17 +26,23 @@ import (
 //	attempts/<plan id>/<attempt>.json a complete descriptor set (recorded once whole)
 //	attempts/<plan id>/<attempt>.retired.json
 //
-// Records are written temp → fsync → link(2) → fsync dir, so a record is
-// either absent or whole, and a name is never overwritten.
+// Records are created if absent (objstore.Store.PutIfAbsent: locally temp →
+// fsync → link(2) → fsync dir; on S3 a PUT with If-None-Match: *), so a
+// record is either absent or whole, and a name is never overwritten.
 type Store struct {
-	root string // the dataset directory
+	st objstore.Store // the dataset's
 }
 
-// NewStore returns the store of the dataset at root.
-func NewStore(root string) *Store { return &Store{root: root} }
+// NewStore returns the store of the dataset in the local directory root.
+func NewStore(root string) *Store { return &Store{st: objstore.NewLocal(root)} }
 
-func (s *Store) plansDir() string    { return filepath.Join(s.root, "_walctl", "plans") }
-func (s *Store) attemptsDir() string { return filepath.Join(s.root, "_walctl", "attempts") }
+// NewStoreOn returns the store of the dataset rooted at st.
+func NewStoreOn(st objstore.Store) *Store { return &Store{st: st} }
+
+const (
+	plansDir    = "_walctl/plans"
+	attemptsDir = "_walctl/attempts"
+)
 
 // Pin records p under its key unless a plan is already pinned there, and
 // returns the plan that is pinned (p as read back, or the existing one to
@@ -47,12 +53,12 @@ func (s *Store) Pin(p *Plan) (*Plan, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	path := filepath.Join(s.plansDir(), p.Key()+".json")
-	created, err := s.createRecord(path, data)
+	key := plansDir + "/" + p.Key() + ".json"
+	created, err := s.createRecord(key, data)
 	if err != nil {
 		return nil, false, fmt.Errorf("pin plan %s: %w", p.ID, err)
 	}
-	pinned, err := s.readPlan(path)
+	pinned, err := s.readPlan(key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -61,20 +67,17 @@ func (s *Store) Pin(p *Plan) (*Plan, bool, error) {
 
 // Plans returns every pinned (unretired) plan.
 func (s *Store) Plans() ([]*Plan, error) {
-	entries, err := os.ReadDir(s.plansDir())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := s.st.List(context.Background(), plansDir)
 	if err != nil {
 		return nil, err
 	}
 	var out []*Plan
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+		if n := path.Base(e.Key); !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
 			continue
 		}
-		p, err := s.readPlan(filepath.Join(s.plansDir(), e.Name()))
-		if errors.Is(err, os.ErrNotExist) {
+		p, err := s.readPlan(e.Key)
+		if errors.Is(err, objstore.ErrNotFound) {
 			continue // retired meanwhile
 		}
 		if err != nil {
@@ -95,15 +98,15 @@ type Guard func(ctx context.Context) error
 // guarded by the claim). A record retired meanwhile is no error; one
 // replaced by another pin is errs.ErrConflict and left in place.
 func (s *Store) RetirePlan(ctx context.Context, p *Plan, guard Guard) error {
-	if p.src.path == "" {
+	if p.src.key == "" {
 		return fmt.Errorf("retire plan %s: not read from the store: %w", p.ID, errs.ErrInvalid)
 	}
-	return retireRecord(ctx, guard, p.src, filepath.Join(s.plansDir(), "retired", p.ID+".json"))
+	return s.retire(ctx, guard, p.src, plansDir+"/retired/"+p.ID+".json")
 }
 
-func (s *Store) readPlan(path string) (*Plan, error) {
+func (s *Store) readPlan(key string) (*Plan, error) {
 	var p Plan
-	src, err := readRecord(path, KindPlan, &p)
+	src, err := s.readRecord(key, KindPlan, &p)
 	if err != nil {
 		return nil, err
 	}
@@ -148,8 +151,8 @@ func (s *Store) Record(p *Prepared) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(s.attemptsDir(), p.Plan, p.Attempt+".json")
-	created, err := s.createRecord(path, data)
+	key := attemptsDir + "/" + p.Plan + "/" + p.Attempt + ".json"
+	created, err := s.createRecord(key, data)
 	if err != nil {
 		return nil, fmt.Errorf("record descriptor set %s: %w", p.Attempt, err)
 	}
@@ -157,7 +160,7 @@ func (s *Store) Record(p *Prepared) (*Prepared, error) {
 		return nil, fmt.Errorf("descriptor set %s already recorded: %w", p.Attempt, errs.ErrConflict)
 	}
 	var got Prepared
-	if got.src, err = readRecord(path, KindPrepared, &got); err != nil {
+	if got.src, err = s.readRecord(key, KindPrepared, &got); err != nil {
 		return nil, err
 	}
 	return &got, nil
@@ -165,7 +168,11 @@ func (s *Store) Record(p *Prepared) (*Prepared, error) {
 
 // Attempts returns the unretired descriptor sets of a plan, newest first.
 func (s *Store) Attempts(planID string) ([]*Prepared, error) {
-	out, err := readAttempts(filepath.Join(s.attemptsDir(), planID), false)
+	entries, err := s.st.List(context.Background(), attemptsDir+"/"+planID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.readAttempts(entries, false)
 	sort.Slice(out, func(i, j int) bool { return out[i].PreparedAt.After(out[j].PreparedAt) })
 	return out, err
 }
@@ -176,46 +183,31 @@ func (s *Store) Attempts(planID string) ([]*Prepared, error) {
 // file's path is unique to its attempt, so a path found in a manifest names
 // exactly one descriptor.
 func (s *Store) AllAttempts() ([]*Prepared, error) {
-	plans, err := os.ReadDir(s.attemptsDir())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := s.st.ListTree(context.Background(), attemptsDir)
 	if err != nil {
 		return nil, err
 	}
-	var out []*Prepared
-	for _, pd := range plans {
-		if !pd.IsDir() {
-			continue
+	var sets []objstore.Info
+	for _, e := range entries {
+		if strings.Count(strings.TrimPrefix(e.Key, attemptsDir+"/"), "/") == 1 { // <plan>/<attempt>.json
+			sets = append(sets, e)
 		}
-		got, err := readAttempts(filepath.Join(s.attemptsDir(), pd.Name()), true)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, got...)
 	}
-	return out, nil
+	return s.readAttempts(sets, true)
 }
 
-// readAttempts reads the descriptor sets recorded in one plan's directory.
-func readAttempts(dir string, retired bool) ([]*Prepared, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
+// readAttempts reads the descriptor sets listed.
+func (s *Store) readAttempts(entries []objstore.Info, retired bool) ([]*Prepared, error) {
 	var out []*Prepared
 	for _, e := range entries {
-		n := e.Name()
+		n := path.Base(e.Key)
 		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") || (!retired && strings.HasSuffix(n, ".retired.json")) {
 			continue
 		}
 		var p Prepared
-		src, err := readRecord(filepath.Join(dir, n), KindPrepared, &p)
+		src, err := s.readRecord(e.Key, KindPrepared, &p)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
+			if errors.Is(err, objstore.ErrNotFound) {
 				continue // retired meanwhile
 			}
 			return nil, err
@@ -230,48 +222,66 @@ func readAttempts(dir string, retired bool) ([]*Prepared, error) {
 // its record is still exactly the one p was read from, guarded by the
 // claim (rule 8), like RetirePlan.
 func (s *Store) RetireAttempt(ctx context.Context, p *Prepared, guard Guard) error {
-	if p.src.path == "" {
+	if p.src.key == "" {
 		return fmt.Errorf("retire attempt %s: not read from the store: %w", p.Attempt, errs.ErrInvalid)
 	}
-	dir := filepath.Join(s.attemptsDir(), p.Plan)
-	return retireRecord(ctx, guard, p.src, filepath.Join(dir, p.Attempt+".retired.json"))
+	return s.retire(ctx, guard, p.src, attemptsDir+"/"+p.Plan+"/"+p.Attempt+".retired.json")
 }
 
 // maxRecordBytes bounds a plan or descriptor-set record: a plan of the
 // largest limits lists a few thousand files, far below it.
 const maxRecordBytes = 64 << 20
 
-// recordSource is the file a record was read from, with its identity, so a
-// retirement can compare the record on disk with the one read.
+// recordSource is the record as read, with its identity, so a retirement
+// can compare the record in the store with the one read: on a local
+// directory the file (device and inode), on an object store the ETag.
 type recordSource struct {
-	path string
-	fi   os.FileInfo
+	key  string
+	path string      // local: the file
+	fi   os.FileInfo // local: its identity
+	etag string      // object store: its identity
+	data []byte      // object store: the bytes read
 }
 
-// readRecord reads the record at path into v, checking its kind and schema
+// readRecord reads the record at key into v, checking its kind and schema
 // version, and returns where it came from. The identity and the bytes come
-// from one open file, so they describe the same record.
-func readRecord(path, kind string, v any) (recordSource, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return recordSource{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return recordSource{}, err
-	}
-	if fi.Size() > maxRecordBytes {
-		return recordSource{}, fmt.Errorf("%s: %d bytes, a record is at most %d: %w", path, fi.Size(), maxRecordBytes, errs.ErrCorrupt)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
-	if err != nil {
-		return recordSource{}, fmt.Errorf("read %s: %w", path, err)
+// from one open file (one GET), so they describe the same record.
+func (s *Store) readRecord(key, kind string, v any) (recordSource, error) {
+	src := recordSource{key: key, path: s.st.Join(key)}
+	var data []byte
+	if s.st.Local() != "" {
+		f, err := os.Open(src.path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return src, fmt.Errorf("%s: %w: %w", src.path, objstore.ErrNotFound, err)
+			}
+			return src, err
+		}
+		defer f.Close()
+		if src.fi, err = f.Stat(); err != nil {
+			return src, err
+		}
+		if src.fi.Size() > maxRecordBytes {
+			return src, fmt.Errorf("%s: %d bytes, a record is at most %d: %w", src.path, src.fi.Size(), maxRecordBytes, errs.ErrCorrupt)
+		}
+		if data, err = io.ReadAll(io.LimitReader(f, maxRecordBytes+1)); err != nil {
+			return src, fmt.Errorf("read %s: %w", src.path, err)
+		}
+	} else {
+		tg, ok := s.st.(objstore.Tagged)
+		if !ok {
+			return src, fmt.Errorf("%s: the store cannot compare records (no ETags): %w", s.st, errs.ErrInvalid)
+		}
+		var err error
+		if data, src.etag, err = tg.GetTagged(context.Background(), key); err != nil {
+			return src, err
+		}
+		src.data = data
 	}
 	if err := decodeRecord(data, kind, v); err != nil {
-		return recordSource{}, fmt.Errorf("%s: %w", path, err)
+		return src, fmt.Errorf("%s: %w", src.path, err)
 	}
-	return recordSource{path: path, fi: fi}, nil
+	return src, nil
 }
 
 // decodeRecord decodes one record's bytes into v, failing closed (an
@@ -303,23 +313,21 @@ func decodeRecord(data []byte, kind string, v any) error {
 	return nil
 }
 
-// createRecord creates path with data unless it exists (temp file, fsync,
-// link(2), fsync of its directory), and syncs the directories above it up
-// to the dataset, so a new plans/ or attempts/<plan>/ cannot vanish with
-// the record. It reports whether it created the file.
-func (s *Store) createRecord(path string, data []byte) (bool, error) {
-	dir := filepath.Dir(path)
-	if err := durable.MkdirAll(dir, 0o755); err != nil {
+// createRecord creates key with data unless it exists, and on a local
+// directory syncs the directories above it up to the dataset, so a new
+// plans/ or attempts/<plan>/ cannot vanish with the record. It reports
+// whether it created the record.
+func (s *Store) createRecord(key string, data []byte) (bool, error) {
+	err := s.st.PutIfAbsent(context.Background(), key, data, nil)
+	if errors.Is(err, objstore.ErrExists) {
+		return false, nil
+	}
+	if err != nil {
 		return false, err
 	}
-	created, err := durable.CreateExclusive(path, "", data)
-	if err != nil || !created {
-		return created, err
+	var above []string
+	for d := path.Dir(path.Dir(key)); d != "." && d != "/"; d = path.Dir(d) {
+		above = append(above, d)
 	}
-	for d := filepath.Dir(dir); d != s.root && strings.HasPrefix(d, s.root); d = filepath.Dir(d) {
-		if err := durable.SyncDir(d); err != nil {
-			return true, err
-		}
-	}
-	return true, nil
+	return true, s.st.SyncDirs(context.Background(), above...)
 }

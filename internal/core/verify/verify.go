@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -115,8 +115,10 @@ func (r *Report) Err() error {
 
 // Options select what to verify.
 type Options struct {
-	// LanceRoot is the directory of tables.
+	// LanceRoot is the directory of tables, used when Store is nil.
 	LanceRoot string
+	// Store is the lance root on a store (a directory or an S3 prefix).
+	Store objstore.Store
 	// Table is the table's name.
 	Table string
 	// Version is the version to verify (0: the latest).
@@ -135,7 +137,13 @@ type published struct {
 // could not (unknown table, an unreadable or corrupt data file, the WAL
 // unavailable). It writes nothing, so cancellation leaves nothing behind.
 func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
-	r, err := publish.OpenReader(opts.LanceRoot, opts.Table, publish.Selection{Version: opts.Version})
+	if opts.Store == nil {
+		if objstore.HasScheme(opts.LanceRoot) {
+			return nil, fmt.Errorf("%s: %w", opts.LanceRoot, lance.ErrNotLocal)
+		}
+		opts.Store = objstore.NewLocal(opts.LanceRoot)
+	}
+	r, err := publish.OpenReaderOn(opts.Store, opts.Table, publish.Selection{Version: opts.Version})
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +155,7 @@ func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(opts.LanceRoot, opts.Table+".lance")
+	dir := opts.Store.Sub(opts.Table + ".lance")
 	byPath, err := preparedByPath(dir)
 	if err != nil {
 		return nil, err
@@ -182,9 +190,9 @@ func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
 }
 
 // preparedByPath maps every data file a recorded attempt prepared in the
-// table directory dir, by its path under data/.
-func preparedByPath(dir string) (map[string]publish.PreparedFile, error) {
-	attempts, err := publish.NewStore(dir).AllAttempts()
+// table's store dir, by its path under data/.
+func preparedByPath(dir objstore.Store) (map[string]publish.PreparedFile, error) {
+	attempts, err := publish.NewStoreOn(dir).AllAttempts()
 	if err != nil {
 		return nil, err
 	}
@@ -295,8 +303,8 @@ func ptr[T any](v T) *T { return &v }
 
 // files checks every walctl data file of the version against its descriptor
 // (existence, size, checksum) and reports whether any is damaged.
-func (v *verifier) files(root string, r *publish.Reader, byPath map[string]publish.PreparedFile) (bool, error) {
-	ds, err := lance.Open(root)
+func (v *verifier) files(root objstore.Store, r *publish.Reader, byPath map[string]publish.PreparedFile) (bool, error) {
+	ds, err := lance.OpenStore(root)
 	if err != nil {
 		return false, err
 	}

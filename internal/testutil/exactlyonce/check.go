@@ -82,6 +82,12 @@ func OracleIDs(ctx context.Context, path string) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OracleIDsWith(ctx, o, path)
+}
+
+// OracleIDsWith is OracleIDs with a given oracle, e.g. one with storage
+// options for a table in an S3 bucket (path s3://bucket/prefix/T.lance).
+func OracleIDsWith(ctx context.Context, o *oracle.Oracle, path string) ([]int64, error) {
 	d, err := o.Dump(ctx, path, oracle.DumpOptions{Columns: []string{"id"}})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/walctl/walctl/internal/core/catchup"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
@@ -19,5 +20,13 @@ import (
 func FromLance(lanceRoot string) catchup.WatermarkFunc {
 	return func(_ context.Context, table string) (map[int]uint64, error) {
 		return publish.LatestWatermarks(lanceRoot, table)
+	}
+}
+
+// FromStore is FromLance for a lance root on any store (a directory or an
+// S3 prefix).
+func FromStore(root objstore.Store) catchup.WatermarkFunc {
+	return func(_ context.Context, table string) (map[int]uint64, error) {
+		return publish.LatestWatermarksOn(root, table)
 	}
 }

@@ -55,6 +55,25 @@ func OpenFile(path string) (*File, error) {
 	return lf, nil
 }
 
+// ReaderAtCloser is what a data file is read through: an open file, or an
+// object store's ranged reader.
+type ReaderAtCloser interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// OpenReader is OpenFile over r, size bytes long, named path in errors
+// (an object store's ranged reader). r is closed by Close, or on error.
+func OpenReader(r ReaderAtCloser, size int64, path string) (*File, error) {
+	lf, err := openReaderAt(r, size, path)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	lf.closer = r
+	return lf, nil
+}
+
 // openReaderAt reads the footer, schema and column metadata of a data
 // file of size bytes held by r; path names it in errors.
 func openReaderAt(r io.ReaderAt, size int64, path string) (*File, error) {

@@ -23,6 +23,37 @@ import (
 type Oracle struct {
 	// Dir is the absolute path of tools/lance-oracle.
 	Dir string
+	// Storage are LanceDB storage options for tables on an object store
+	// (see S3Options). They reach node through its environment, never its
+	// command line, so a secret key does not show in a process listing.
+	Storage map[string]string
+}
+
+// EnvStorageOptions is the environment variable that carries Storage to
+// oracle.js as a JSON object.
+const EnvStorageOptions = "LANCE_ORACLE_STORAGE_OPTIONS"
+
+// WithStorage returns a copy of o that opens tables with storage options
+// opts (nil: none).
+func (o *Oracle) WithStorage(opts map[string]string) *Oracle {
+	c := *o
+	c.Storage = opts
+	return &c
+}
+
+// S3Options are LanceDB's storage options for an S3-compatible endpoint
+// with static keys; an http:// endpoint also gets allow_http.
+func S3Options(endpoint, region, accessKey, secretKey string) map[string]string {
+	m := map[string]string{
+		"aws_endpoint":          endpoint,
+		"aws_region":            region,
+		"aws_access_key_id":     accessKey,
+		"aws_secret_access_key": secretKey,
+	}
+	if strings.HasPrefix(endpoint, "http://") {
+		m["allow_http"] = "true"
+	}
+	return m
 }
 
 // Find locates tools/lance-oracle from the module root above the working
@@ -62,6 +93,13 @@ func At(dir string) (*Oracle, error) {
 func (o *Oracle) Run(ctx context.Context, out any, args ...string) error {
 	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(o.Dir, "oracle.js")}, args...)...)
 	cmd.Dir = o.Dir
+	if len(o.Storage) > 0 {
+		b, err := json.Marshal(o.Storage)
+		if err != nil {
+			return err
+		}
+		cmd.Env = append(os.Environ(), EnvStorageOptions+"="+string(b))
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -73,8 +111,17 @@ func (o *Oracle) Run(ctx context.Context, out any, args ...string) error {
 	return nil
 }
 
-// split turns a dataset path <dir>/<name>.lance into LanceDB's (dir, name).
+// split turns a dataset path <dir>/<name>.lance, or a URI
+// s3://bucket/prefix/<name>.lance, into LanceDB's (dir, name).
 func split(root string) (string, string, error) {
+	if i := strings.Index(root, "://"); i > 0 {
+		j := strings.LastIndex(root, "/")
+		name, ok := strings.CutSuffix(root[j+1:], ".lance")
+		if j < i+3 || !ok || name == "" {
+			return "", "", fmt.Errorf("%s is not <uri>/<name>.lance: %w", root, errs.ErrInvalid)
+		}
+		return root[:j], name, nil
+	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return "", "", err
