@@ -43,9 +43,6 @@ type Config struct {
 	// snapshot, so a briefly lagging follower catches up from the log
 	// rather than a snapshot (default 10240).
 	TrailingLogs uint64
-	// LogSegmentBytes is the size of the raft log's segment files; a
-	// compaction frees whole segments only (default 64 MiB).
-	LogSegmentBytes int
 	// Clock drives the leader's age sealing; default the real clock.
 	Clock clock.WithTicker
 	// Logger receives replica events; default slog.Default().

@@ -36,7 +36,6 @@ var errKilled = errors.New("killed midway (test)")
 func TestSnapshotInstallInterrupted(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) {
 		cfg.TrailingLogs = 5
-		cfg.LogSegmentBytes = 32 << 10
 		cfg.Engine.MaxGenerationBytes = 64 << 10
 	})
 	mustCreate(t, c.leader(), "t1", 1)

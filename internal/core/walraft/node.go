@@ -12,15 +12,17 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
 const (
-	raftDir = "raft"
-	snapDir = "snapshots"
+	raftDir     = "raft"
+	raftLogFile = "raft.db"
+	snapDir     = "snapshots"
+	// logCacheEntries is how many of the newest raft entries are kept in
+	// memory for replication to followers.
+	logCacheEntries = 64
 )
 
 // Node is one replica of a WAL group. It satisfies wal.Log: mutations go
@@ -33,8 +35,8 @@ type Node struct {
 
 	fsm    *fsm
 	raft   *raft.Raft
-	logs   *raftwal.WAL
-	meta   *metadb.BoltMetaDB
+	store  *boltStore    // raft log and stable state
+	logs   raft.LogStore // store behind a cache of recent entries
 	snaps  *raft.FileSnapshotStore
 	stream *streamLayer
 	trans  *raft.NetworkTransport
@@ -90,18 +92,14 @@ func (n *Node) openStores() error {
 	if err := durable.MkdirAll(rd, 0o755); err != nil {
 		return err
 	}
-	// raft-wal v0.4.0 never closes the metadata store it opens itself, so
-	// a replica reopened in the same process would wait forever on its
-	// flock: hand it one and close it after the log (closeStores).
-	n.meta = &metadb.BoltMetaDB{}
-	segment := raftwal.WithSegmentSize(64 << 20)
-	if n.cfg.LogSegmentBytes > 0 {
-		segment = raftwal.WithSegmentSize(n.cfg.LogSegmentBytes)
+	if n.store, err = openBoltStore(filepath.Join(rd, raftLogFile)); err != nil {
+		return err
 	}
-	if n.logs, err = raftwal.Open(rd, raftwal.WithMetaStore(n.meta), raftwal.WithLogger(newHCLogger(n.log, "raft-wal")), segment); err != nil {
-		return fmt.Errorf("open raft log %s: %w", rd, err)
+	// Followers are fed from the newest entries: keep them in memory.
+	if n.logs, err = raft.NewLogCache(logCacheEntries, n.store); err != nil {
+		return err
 	}
-	if err := n.fsm.resolveRun(n.logs); err != nil {
+	if err := n.fsm.resolveRun(n.store); err != nil {
 		return err
 	}
 	sd := filepath.Join(n.cfg.Dir, snapDir)
@@ -156,7 +154,7 @@ func (n *Node) startRaft() error {
 	rc.TrailingLogs = n.cfg.TrailingLogs
 	rc.NoSnapshotRestoreOnStart = true
 	rc.Logger = newHCLogger(n.log, "raft")
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.logs, n.snaps, n.trans); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.store, n.snaps, n.trans); err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	status := n.Status
@@ -166,7 +164,7 @@ func (n *Node) startRaft() error {
 	}
 	// Bootstrap acts only while the raft state is empty (a first start, or
 	// one that crashed before bootstrapping); later starts ignore it.
-	existing, err := raft.HasExistingState(n.logs, n.logs, n.snaps)
+	existing, err := raft.HasExistingState(n.store, n.store, n.snaps)
 	if err != nil {
 		return fmt.Errorf("inspect raft state in %s: %w", n.cfg.Dir, err)
 	}
@@ -213,11 +211,10 @@ func (n *Node) closeStores() {
 	} else if n.stream != nil {
 		n.stream.Close()
 	}
-	if n.logs != nil {
-		n.logs.Close()
-	}
-	if n.meta != nil {
-		n.meta.Close()
+	if n.store != nil {
+		if err := n.store.Close(); err != nil && n.closeErr == nil {
+			n.closeErr = err
+		}
 	}
 	if n.fsm != nil {
 		if err := n.fsm.close(); err != nil && n.closeErr == nil {

@@ -66,7 +66,6 @@ func followerIndex(c *cluster) int {
 func TestRebuildFromEmptyDirectory(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) {
 		cfg.TrailingLogs = 5
-		cfg.LogSegmentBytes = 32 << 10
 		cfg.Engine.MaxGenerationBytes = 64 << 10
 	})
 	ctx := context.Background()
