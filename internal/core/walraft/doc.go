@@ -14,16 +14,35 @@
 // a leader lease (a leader cut off from its quorum steps down and cannot
 // commit), and futures that separate "never proposed" (ErrNotLeader) from
 // "proposed, outcome unknown" (ErrLeadershipLost). go.etcd.io/raft would
-// leave transport, storage, snapshots and the proposal pipeline to us. The
-// raft log is hashicorp/raft-wal (v0.4.0): segment files, fsynced before a
-// follower acknowledges and before the leader counts itself, so an entry
-// is ACKed only when a quorum has it on disk.
+// leave transport, storage, snapshots and the proposal pipeline to us.
+//
+// # The raft log: bbolt
+//
+// The raft log and raft's stable state (term, vote) live in one bbolt file,
+// <dir>/raft/raft.db (logstore.go): one B+tree keyed by raft index, one
+// transaction per StoreLogs/DeleteRange/Set, fsynced before it returns, so
+// a follower acknowledges and the leader counts itself only for entries on
+// disk, and an entry is ACKed only when a quorum has it on disk. The newest
+// entries are also kept in memory (raft.LogCache) to feed followers.
+//
+// It replaced hashicorp/raft-wal v0.4.0, which panics on the next open
+// after raft clears a log suffix — a deposed leader's uncommitted tail,
+// routine after a leader is killed or cut off ("sealed segment has no
+// index block", raft-wal issue #31; fixed only in v0.4.1, not available
+// here). TestReopenAfterLogSuffixCleared reproduces that scenario. The
+// store is ours rather than hashicorp/raft-boltdb/v2 (v2.3.1) only because
+// that module imports go-metrics/compat, which the go-metrics v0.7.0 that
+// raft v1.8.0 requires no longer has; its design is the same: bbolt,
+// NoSync off. Its cost is write amplification: each commit rewrites the
+// touched B+tree pages and a meta page (an entry larger than a page is
+// written once, in overflow pages, rounded up to whole pages), and a
+// compaction frees pages for reuse but never shrinks the file.
 //
 // # Layout of a replica directory
 //
 //	identity.json   group, name and id (name + random suffix, created on
 //	                the first start of an empty directory, never changed)
-//	raft/           raft log and stable state (raft-wal)
+//	raft/raft.db    raft log and stable state (bbolt)
 //	snapshots/      raft snapshots (FileSnapshotStore, two retained)
 //	wal/            the applied engine (package wal's layout)
 //	applied         the FSM's progress record (two CRC-protected 16 KiB slots)
@@ -63,7 +82,7 @@
 // command). Each applied batch costs the replica a raft-log fsync, a
 // progress-record fsync and the engine's sync. The engine's files are what publication reads, seals and trims;
 // making the raft log the data log would need the engine to serve reads
-// from raft-wal segments and trims to drive log compaction — later work.
+// from the raft log and trims to drive log compaction — later work.
 //
 // # Mutations, leaders and ambiguity
 //
@@ -108,8 +127,7 @@
 // Costs and limits: a snapshot is taken every SnapshotThreshold raft
 // entries and copies every untrimmed entry into the snapshot store (a third
 // write of data that is still unpublished); the raft log keeps TrailingLogs
-// entries behind it, and raft-wal frees whole segments only
-// (LogSegmentBytes). A trim that removes a generation while a snapshot is
+// entries behind it (bbolt reuses the freed pages). A trim that removes a generation while a snapshot is
 // being streamed fails that snapshot (ErrTrimmed); raft takes the next one
 // later.
 //
