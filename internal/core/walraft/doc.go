@@ -34,9 +34,14 @@
 // that module imports go-metrics/compat, which the go-metrics v0.7.0 that
 // raft v1.8.0 requires no longer has; its design is the same: bbolt,
 // NoSync off. Its cost is write amplification: each commit rewrites the
-// touched B+tree pages and a meta page (an entry larger than a page is
-// written once, in overflow pages, rounded up to whole pages), and a
-// compaction frees pages for reuse but never shrinks the file.
+// touched B+tree pages and a meta page, and bbolt rewrites a whole leaf of
+// up to four values per commit; each entry is therefore a bucket of its
+// own, written once in its own pages (rounded up to whole pages), with
+// only a small header in the shared leaf. A compaction frees pages for
+// reuse but never shrinks the file. Measured (BenchmarkAppend, 64 KiB
+// appends, three replicas on one disk, 30 appends, median of 3): storage
+// bytes written per ACKed byte per replica 3.2 with one producer (raft-wal:
+// 2.7; bbolt with plain values: 8.5) and 1.9 with sixteen (raft-wal: 1.8).
 //
 // # Layout of a replica directory
 //

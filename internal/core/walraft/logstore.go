@@ -14,7 +14,12 @@ import (
 // (<dir>/raft/raft.db): every StoreLogs, DeleteRange and Set is one bbolt
 // transaction, fsynced before it returns (NoSync stays off), so a follower
 // acknowledges and the leader counts itself only for entries on disk. It
-// replaces hashicorp/raft-wal v0.4.0 (see doc.go); raft-boltdb/v2 itself
+// Each entry is a bucket of its own (key: big-endian index) holding one
+// value: bbolt keeps at least two and up to four values in a leaf and
+// rewrites the whole leaf on every commit, so 64 KiB entries stored as
+// plain values were rewritten about three times over; as buckets, the
+// leaf holds only small bucket headers and an entry's bytes are written
+// once, in pages of their own. It replaces hashicorp/raft-wal v0.4.0 (see doc.go); raft-boltdb/v2 itself
 // cannot be linked beside raft v1.8.0 (it imports go-metrics/compat, which
 // go-metrics v0.7.0 no longer has), hence this small store of our own.
 type boltStore struct {
@@ -24,6 +29,8 @@ type boltStore struct {
 var (
 	bucketLogs   = []byte("logs")
 	bucketStable = []byte("stable")
+	// entryKey names the one value in an entry's bucket.
+	entryKey = []byte("e")
 	// errKeyNotFound is what raft expects from a StableStore for a key
 	// never set: raft compares the error's text with "not found".
 	errKeyNotFound = errors.New("not found")
@@ -85,11 +92,11 @@ func (s *boltStore) edge(first bool) (idx uint64, err error) {
 // GetLog reads entry index into out, or fails with raft.ErrLogNotFound.
 func (s *boltStore) GetLog(index uint64, out *raft.Log) error {
 	return s.db.View(func(tx *bbolt.Tx) error {
-		v := tx.Bucket(bucketLogs).Get(indexKey(index))
-		if v == nil {
+		e := tx.Bucket(bucketLogs).Bucket(indexKey(index))
+		if e == nil {
 			return raft.ErrLogNotFound
 		}
-		if err := decodeLog(v, out); err != nil {
+		if err := decodeLog(e.Get(entryKey), out); err != nil {
 			return fmt.Errorf("raft log entry %d: %w", index, err)
 		}
 		out.Index = index
@@ -105,7 +112,11 @@ func (s *boltStore) StoreLogs(logs []*raft.Log) error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketLogs)
 		for _, l := range logs {
-			if err := b.Put(indexKey(l.Index), encodeLog(l)); err != nil {
+			e, err := b.CreateBucketIfNotExists(indexKey(l.Index))
+			if err == nil {
+				err = e.Put(entryKey, encodeLog(l))
+			}
+			if err != nil {
 				return fmt.Errorf("store raft log entry %d: %w", l.Index, err)
 			}
 		}
@@ -124,7 +135,7 @@ func (s *boltStore) DeleteRange(min, max uint64) error {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		for _, k := range keys {
-			if err := b.Delete(k); err != nil {
+			if err := b.DeleteBucket(k); err != nil {
 				return fmt.Errorf("delete raft log entries %d-%d: %w", min, max, err)
 			}
 		}

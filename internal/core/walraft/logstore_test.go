@@ -84,7 +84,11 @@ func TestBoltStoreMalformedEntry(t *testing.T) {
 	defer s.Close()
 	good := encodeLog(&raft.Log{Index: 1, Term: 1, Data: []byte("abc")})
 	if err := s.db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketLogs).Put(indexKey(1), good[:len(good)-2])
+		e, err := tx.Bucket(bucketLogs).CreateBucket(indexKey(1))
+		if err != nil {
+			return err
+		}
+		return e.Put(entryKey, good[:len(good)-2])
 	}); err != nil {
 		t.Fatal(err)
 	}
