@@ -25,12 +25,12 @@ import (
 	"github.com/walctl/walctl/internal/commands/epoch"
 	"github.com/walctl/walctl/internal/commands/man"
 	"github.com/walctl/walctl/internal/commands/master"
-	"github.com/walctl/walctl/internal/commands/publishcmd"
+	"github.com/walctl/walctl/internal/commands/publish"
 	"github.com/walctl/walctl/internal/commands/quickstart"
 	"github.com/walctl/walctl/internal/commands/table"
 	"github.com/walctl/walctl/internal/commands/verify"
 	"github.com/walctl/walctl/internal/commands/version"
-	"github.com/walctl/walctl/internal/commands/walcmd"
+	"github.com/walctl/walctl/internal/commands/wal"
 	"github.com/walctl/walctl/internal/commands/worker"
 	"github.com/walctl/walctl/internal/core/failpoint"
 )
@@ -127,11 +127,11 @@ etcd, the WAL and the tables under --data-dir. No set-up needed.`,
 		configcmd.NewCmdConfig(f),
 		doctor.NewCmdDoctor(f, nil),
 		table.NewCmdTable(f),
-		walcmd.NewCmdWAL(f),
+		wal.NewCmdWAL(f),
 		epoch.NewCmdEpoch(f),
 		claim.NewCmdClaim(f),
-		publishcmd.NewCmdPrepare(f, nil),
-		publishcmd.NewCmdPublish(f, nil),
+		publish.NewCmdPrepare(f, nil),
+		publish.NewCmdPublish(f, nil),
 		verify.NewCmdVerify(f, nil),
 		bench.NewCmdBench(f),
 		worker.NewCmdWorker(f),

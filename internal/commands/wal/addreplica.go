@@ -1,4 +1,4 @@
-package walcmd
+package wal
 
 import (
 	"context"

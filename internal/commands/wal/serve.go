@@ -1,4 +1,4 @@
-package walcmd
+package wal
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
-	"github.com/walctl/walctl/internal/core/wal"
+	corewal "github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/core/walflight"
 )
 
 // ServeOptions of `walctl wal serve`.
 type ServeOptions struct {
 	Logger   *slog.Logger
-	Engine   wal.Options
+	Engine   corewal.Options
 	Token    string
 	Dir      string
 	Listen   string

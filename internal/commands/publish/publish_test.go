@@ -1,4 +1,4 @@
-package publishcmd
+package publish
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/core/coord"
-	"github.com/walctl/walctl/internal/core/publish"
+	corepublish "github.com/walctl/walctl/internal/core/publish"
 )
 
 // parse runs the command built by newCmd with args through the real
@@ -62,7 +62,7 @@ func TestPipelineAndBudgetSettings(t *testing.T) {
 func TestPublishRunPublisherError(t *testing.T) {
 	down := errors.New("etcd down")
 	opts := &Options{Table: "t", deps: deps{Owner: func(string) coord.Owner { return coord.Owner{} },
-		Publisher: func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error) {
+		Publisher: func(context.Context, coord.Owner, ...coord.AcquireOption) (*corepublish.Publisher, error) {
 			return nil, down
 		}}}
 	if err := publishRun(context.Background(), opts); !errors.Is(err, down) {

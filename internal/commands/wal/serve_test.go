@@ -1,4 +1,4 @@
-package walcmd
+package wal
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/walctl/walctl/internal/core/errs"
-	"github.com/walctl/walctl/internal/core/wal"
+	corewal "github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/core/walflight"
 )
 
@@ -50,7 +50,7 @@ func TestServeRun(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("serve after cancel: %v", err)
 	}
-	eng, err := wal.Open(dir, wal.Options{})
+	eng, err := corewal.Open(dir, corewal.Options{})
 	if err != nil {
 		t.Fatalf("the directory stays locked or damaged: %v", err)
 	}

@@ -1,4 +1,4 @@
-package walcmd
+package wal
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
-	"github.com/walctl/walctl/internal/core/wal"
+	corewal "github.com/walctl/walctl/internal/core/wal"
 )
 
 // SealOptions of `walctl wal seal`.
@@ -20,8 +20,8 @@ type SealOptions struct {
 
 // SealedShard is one row of `wal seal`.
 type SealedShard struct {
-	Shard      int             `json:"shard"`
-	Generation *wal.Generation `json:"generation"` // null when the shard had nothing open
+	Shard      int                 `json:"shard"`
+	Generation *corewal.Generation `json:"generation"` // null when the shard had nothing open
 }
 
 // NewCmdSeal returns `wal seal`.

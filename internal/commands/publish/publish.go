@@ -1,6 +1,6 @@
-// Package publishcmd implements `walctl prepare` and `walctl publish`: the
+// Package publish implements `walctl prepare` and `walctl publish`: the
 // one-shot forms of a worker's round, fenced exactly like a worker.
-package publishcmd
+package publish
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/coord"
-	"github.com/walctl/walctl/internal/core/publish"
+	corepublish "github.com/walctl/walctl/internal/core/publish"
 )
 
 // Options of `walctl prepare` and `walctl publish`.
@@ -86,7 +86,7 @@ func run(f *cmdutil.Factory, opts *Options, runF func(context.Context, *Options)
 
 // deps are the lazy dependencies prepare and publish copy from the factory.
 type deps struct {
-	Publisher   func(context.Context, coord.Owner, ...coord.AcquireOption) (*publish.Publisher, error)
+	Publisher   func(context.Context, coord.Owner, ...coord.AcquireOption) (*corepublish.Publisher, error)
 	Owner       func(kind string) coord.Owner
 	CallContext func(context.Context) (context.Context, context.CancelFunc)
 	Print       func(any, func() *render.Table) error
@@ -100,9 +100,9 @@ func newDeps(f *cmdutil.Factory) deps {
 
 // Summary is the JSON shape of prepare and publish.
 type Summary struct {
-	Table  string            `json:"table"`
-	Epoch  uint64            `json:"epoch"`
-	Rounds []*publish.Result `json:"rounds"`
+	Table  string                `json:"table"`
+	Epoch  uint64                `json:"epoch"`
+	Rounds []*corepublish.Result `json:"rounds"`
 }
 
 func publishRun(ctx context.Context, opts *Options) (err error) {
@@ -122,12 +122,12 @@ func publishRun(ctx context.Context, opts *Options) (err error) {
 			f.Logger.Warn("release claim", "table", opts.Table, "err", rerr)
 		}
 	}()
-	sum := Summary{Table: opts.Table, Epoch: s.Epoch(), Rounds: []*publish.Result{}}
+	sum := Summary{Table: opts.Table, Epoch: s.Epoch(), Rounds: []*corepublish.Result{}}
 	prog := f.Progress()
 	var rows uint64
 	var bytes int64
 	for {
-		var res *publish.Result
+		var res *corepublish.Result
 		if opts.Prepare {
 			res, err = s.Prepare(ctx)
 		} else {
@@ -139,12 +139,12 @@ func publishRun(ctx context.Context, opts *Options) (err error) {
 		if err != nil {
 			return err
 		}
-		if res.Outcome == publish.OutcomePublished || res.Outcome == publish.OutcomePrepared {
+		if res.Outcome == corepublish.OutcomePublished || res.Outcome == corepublish.OutcomePrepared {
 			rows, bytes = rows+res.Rows, bytes+res.Bytes
 			prog.Update(progress.Status{Label: "publishing " + opts.Table, Done: bytes, Bytes: true,
 				Extra: fmt.Sprintf("%s rows, version %d", humanize.Comma(int64(rows)), res.Version)})
 		}
-		if !opts.All || opts.Prepare || res.Outcome == publish.OutcomeIdle {
+		if !opts.All || opts.Prepare || res.Outcome == corepublish.OutcomeIdle {
 			break
 		}
 	}
@@ -179,7 +179,7 @@ func short(id string) string {
 	return id
 }
 
-func watermarks(w publish.Watermarks) string {
+func watermarks(w corepublish.Watermarks) string {
 	if len(w) == 0 {
 		return "-"
 	}

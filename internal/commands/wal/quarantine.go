@@ -1,4 +1,4 @@
-package walcmd
+package wal
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/errs"
-	"github.com/walctl/walctl/internal/core/wal"
+	corewal "github.com/walctl/walctl/internal/core/wal"
 )
 
 // QuarantineOptions of `walctl wal quarantine`.
@@ -32,7 +32,7 @@ type QuarantineOptions struct {
 // QuarantineOutput is the JSON shape of `wal quarantine`: the audit record,
 // the directory holding the moved files, and what an operator does next.
 type QuarantineOutput struct {
-	wal.QuarantineResult
+	corewal.QuarantineResult
 	Next string `json:"next"`
 }
 
@@ -110,11 +110,11 @@ func quarantineRun(ctx context.Context, opts *QuarantineOptions) error {
 	if err != nil {
 		return err
 	}
-	eng, ok := log.(*wal.Engine)
+	eng, ok := log.(*corewal.Engine)
 	if !ok {
 		return fmt.Errorf("wal quarantine needs the WAL directory %s, which another process serves: stop it first (the quarantine must not race its appends and reads): %w", opts.WALDir, errs.ErrConflict)
 	}
-	res, err := eng.Quarantine(ctx, wal.QuarantineRequest{Table: opts.Table, Shard: opts.Shard, Generation: opts.Generation,
+	res, err := eng.Quarantine(ctx, corewal.QuarantineRequest{Table: opts.Table, Shard: opts.Shard, Generation: opts.Generation,
 		Force: opts.Force, Reason: opts.Reason, Actor: actor()})
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func quarantineRun(ctx context.Context, opts *QuarantineOptions) error {
 	return nil
 }
 
-func nextSteps(res wal.QuarantineResult, shardDir string) string {
+func nextSteps(res corewal.QuarantineResult, shardDir string) string {
 	return fmt.Sprintf("positions %d..%d of table %s shard %d are now unreadable and will not be issued again; "+
 		"publication of the shard stops before position %d. Next: restore the files from a copy (move them from %s back into %s "+
 		"and delete that directory; the next open verifies them), or leave the shard stopped at the gap — walctl never skips records",

@@ -1,4 +1,4 @@
-package walcmd
+package wal
 
 import (
 	"bytes"
@@ -14,15 +14,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/walctl/walctl/internal/core/errs"
-	"github.com/walctl/walctl/internal/core/wal"
+	corewal "github.com/walctl/walctl/internal/core/wal"
 )
 
 // quarantineSetup opens a real WAL engine with table t: one sealed
 // generation (first position 1) on shard 0.
-func quarantineSetup(t *testing.T) (*wal.Engine, string) {
+func quarantineSetup(t *testing.T) (*corewal.Engine, string) {
 	t.Helper()
 	dir := t.TempDir()
-	eng, err := wal.Open(dir, wal.Options{})
+	eng, err := corewal.Open(dir, corewal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestQuarantineRun(t *testing.T) {
 	eng, dir := quarantineSetup(t)
 	var printed any
 	opts := quarantineOpts(dir, &printed)
-	opts.WAL = func(context.Context) (wal.Log, error) { return eng, nil }
+	opts.WAL = func(context.Context) (corewal.Log, error) { return eng, nil }
 	if err := quarantineRun(context.Background(), opts); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("without --force: %v, want ErrConflict", err)
 	}
@@ -83,7 +83,7 @@ func TestQuarantineRun(t *testing.T) {
 func TestQuarantineRunServed(t *testing.T) {
 	var printed any
 	opts := quarantineOpts("/var/lib/walctl/wal", &printed)
-	opts.WAL = func(context.Context) (wal.Log, error) { return &fakeWAL{shards: 1}, nil }
+	opts.WAL = func(context.Context) (corewal.Log, error) { return &fakeWAL{shards: 1}, nil }
 	err := quarantineRun(context.Background(), opts)
 	if !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "/var/lib/walctl/wal") || printed != nil {
 		t.Fatalf("err %v, printed %+v", err, printed)

@@ -1,4 +1,4 @@
-package walcmd
+package wal
 
 import (
 	"bytes"
@@ -16,14 +16,14 @@ import (
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/publish"
-	"github.com/walctl/walctl/internal/core/wal"
+	corewal "github.com/walctl/walctl/internal/core/wal"
 )
 
 var schema = arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 
 // fakeWAL implements the wal.Log calls the wal verbs make.
 type fakeWAL struct {
-	wal.Log
+	corewal.Log
 	shards    int
 	appended  int
 	sealed    []int
@@ -31,15 +31,15 @@ type fakeWAL struct {
 	appendErr error
 }
 
-func (w *fakeWAL) Table(_ context.Context, name string) (wal.TableInfo, error) {
+func (w *fakeWAL) Table(_ context.Context, name string) (corewal.TableInfo, error) {
 	if name != "t" {
-		return wal.TableInfo{}, wal.ErrUnknownTable
+		return corewal.TableInfo{}, corewal.ErrUnknownTable
 	}
-	return wal.TableInfo{Name: "t", Schema: schema, Shards: w.shards}, nil
+	return corewal.TableInfo{Name: "t", Schema: schema, Shards: w.shards}, nil
 }
 
-func (w *fakeWAL) Tables(context.Context) ([]wal.TableInfo, error) {
-	return []wal.TableInfo{{Name: "t", Schema: schema, Shards: w.shards}}, nil
+func (w *fakeWAL) Tables(context.Context) ([]corewal.TableInfo, error) {
+	return []corewal.TableInfo{{Name: "t", Schema: schema, Shards: w.shards}}, nil
 }
 
 func (w *fakeWAL) Append(_ context.Context, _ string, _ int, _ arrow.RecordBatch) (uint64, error) {
@@ -50,19 +50,19 @@ func (w *fakeWAL) Append(_ context.Context, _ string, _ int, _ arrow.RecordBatch
 	return uint64(w.appended), nil
 }
 
-func (w *fakeWAL) Seal(_ context.Context, _ string, shard int) (wal.Generation, error) {
+func (w *fakeWAL) Seal(_ context.Context, _ string, shard int) (corewal.Generation, error) {
 	w.sealed = append(w.sealed, shard)
-	return wal.Generation{ID: 1, First: 1, Last: 2, Entries: 2}, nil
+	return corewal.Generation{ID: 1, First: 1, Last: 2, Entries: 2}, nil
 }
 
-func (w *fakeWAL) Stats(_ context.Context, table string, wm map[int]uint64) (wal.TableStats, error) {
+func (w *fakeWAL) Stats(_ context.Context, table string, wm map[int]uint64) (corewal.TableStats, error) {
 	w.watermark = wm
-	return wal.TableStats{Table: table, Shards: []wal.ShardStats{{Shard: 0, Watermark: wm[0]}}}, nil
+	return corewal.TableStats{Table: table, Shards: []corewal.ShardStats{{Shard: 0, Watermark: wm[0]}}}, nil
 }
 
 func fakeDeps(w *fakeWAL, printed *any) deps {
 	return deps{
-		WAL:      func(context.Context) (wal.Log, error) { return w, nil },
+		WAL:      func(context.Context) (corewal.Log, error) { return w, nil },
 		Print:    func(v any, _ func() *render.Table) error { *printed = v; return nil },
 		Progress: func() *progress.Reporter { return progress.New(io.Discard, false, true, nil) },
 		Now:      time.Now,
@@ -109,7 +109,7 @@ func TestStatsRunPassesWatermarks(t *testing.T) {
 	if err := statsRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if w.watermark[0] != 42 || printed.([]wal.TableStats)[0].Shards[0].Watermark != 42 {
+	if w.watermark[0] != 42 || printed.([]corewal.TableStats)[0].Shards[0].Watermark != 42 {
 		t.Fatalf("watermarks passed %v", w.watermark)
 	}
 }
@@ -126,7 +126,7 @@ func TestLoadRun(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 	// A failing WAL: the summary is printed and the error returned.
-	w.appendErr = wal.ErrUnknownTable
+	w.appendErr = corewal.ErrUnknownTable
 	printed = nil
 	if err := loadRun(context.Background(), opts); !errors.Is(err, errs.ErrNotFound) || printed == nil || printed.(LoadResult).OK {
 		t.Fatalf("failure: %v %+v", err, printed)

@@ -1,6 +1,6 @@
-// Package walcmd implements `walctl wal`: the producer side of the WAL and
+// Package wal implements `walctl wal`: the producer side of the WAL and
 // its server.
-package walcmd
+package wal
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/progress"
 	"github.com/walctl/walctl/internal/commands/render"
-	"github.com/walctl/walctl/internal/core/wal"
+	corewal "github.com/walctl/walctl/internal/core/wal"
 )
 
 // NewCmdWAL returns the `wal` command group.
@@ -30,7 +30,7 @@ func NewCmdWAL(f *cmdutil.Factory) *cobra.Command {
 // deps are the lazy dependencies the wal verbs copy from the factory; fill
 // completes the ones known only once the configuration is loaded.
 type deps struct {
-	WAL      func(context.Context) (wal.Log, error)
+	WAL      func(context.Context) (corewal.Log, error)
 	Print    func(any, func() *render.Table) error
 	Progress func() *progress.Reporter
 	Now      func() time.Time
@@ -52,10 +52,10 @@ func (d deps) call(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // tableInfo returns the WAL and one table's registration.
-func tableInfo(ctx context.Context, d deps, table string) (wal.Log, wal.TableInfo, error) {
+func tableInfo(ctx context.Context, d deps, table string) (corewal.Log, corewal.TableInfo, error) {
 	log, err := d.WAL(ctx)
 	if err != nil {
-		return nil, wal.TableInfo{}, err
+		return nil, corewal.TableInfo{}, err
 	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()

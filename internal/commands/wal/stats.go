@@ -1,4 +1,4 @@
-package walcmd
+package wal
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/publish"
-	"github.com/walctl/walctl/internal/core/wal"
+	corewal "github.com/walctl/walctl/internal/core/wal"
 )
 
 // StatsOptions of `walctl wal stats`.
@@ -64,7 +64,7 @@ func statsRun(ctx context.Context, opts *StatsOptions) error {
 			return err
 		}
 	}
-	res := []wal.TableStats{}
+	res := []corewal.TableStats{}
 	for _, n := range names {
 		wm, err := opts.Watermarks(n)
 		if err != nil {
@@ -98,7 +98,7 @@ func statsRun(ctx context.Context, opts *StatsOptions) error {
 	})
 }
 
-func tableNames(ctx context.Context, d deps, log wal.Log) ([]string, error) {
+func tableNames(ctx context.Context, d deps, log corewal.Log) ([]string, error) {
 	cctx, cancel := d.call(ctx)
 	defer cancel()
 	infos, err := log.Tables(cctx)
