@@ -181,6 +181,23 @@ func (c *cluster) leader() *Node {
 	return nil
 }
 
+// otherLeader waits for a running replica other than old to lead (a
+// failsafe deadline, not a timing assertion).
+func (c *cluster) otherLeader(old *Node) *Node {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for i := range c.nodes {
+			if n := c.node(i); n != nil && n != old && n.raft.State() == raft.Leader {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatal("the other replicas elected no leader")
+	return nil
+}
+
 // leaderOrNil returns the running replica that leads, if any.
 func (c *cluster) leaderOrNil() *Node {
 	c.mu.Lock()

@@ -45,19 +45,7 @@ func TestIsolatedOldLeaderCannotACK(t *testing.T) {
 	if old.raft.State() == raft.Leader {
 		t.Fatalf("isolated replica still claims leadership")
 	}
-	var nl *Node
-	deadline := time.Now().Add(30 * time.Second)
-	for nl == nil && time.Now().Before(deadline) {
-		for i := range c.nodes {
-			if n := c.node(i); n != old && n.raft.State() == raft.Leader {
-				nl = n
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if nl == nil {
-		t.Fatal("the other two elected no leader")
-	}
+	nl := c.otherLeader(old)
 	rec := record(200, 100)
 	if _, err := nl.Append(ctx, "t1", 0, rec); err != nil {
 		t.Fatal(err)

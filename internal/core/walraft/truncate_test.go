@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // TestReopenAfterLogSuffixCleared: a deposed leader's uncommitted tail is
@@ -48,19 +46,7 @@ func TestReopenAfterLogSuffixCleared(t *testing.T) {
 	if got := old.raft.LastIndex(); got <= committed {
 		t.Fatalf("the isolated leader logged nothing locally (last index %d, committed %d): no suffix to clear", got, committed)
 	}
-	var nl *Node
-	deadline := time.Now().Add(30 * time.Second)
-	for nl == nil && time.Now().Before(deadline) {
-		for i := range c.nodes {
-			if n := c.node(i); n != old && n.raft.State() == raft.Leader {
-				nl = n
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if nl == nil {
-		t.Fatal("the other two elected no leader")
-	}
+	c.otherLeader(old)
 	fillTable(t, c, 200, 5, 100)
 	old.stream.isolate(false)
 	c.waitApplied()
