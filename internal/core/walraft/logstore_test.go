@@ -2,12 +2,16 @@ package walraft
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/walctl/walctl/internal/core/errs"
 	"go.etcd.io/bbolt"
 )
 
@@ -95,5 +99,26 @@ func TestBoltStoreMalformedEntry(t *testing.T) {
 	var l raft.Log
 	if err := s.GetLog(1, &l); !errors.Is(err, errBadEntry) {
 		t.Fatalf("truncated entry: %v, want errBadEntry", err)
+	}
+}
+
+// TestOpenRefusesRaftWALDirectory: a replica directory whose raft log was
+// written by raft-wal (wal-meta.db in raft/) is refused with ErrOldRaftLog
+// naming the directory, not opened with an empty raft log.
+func TestOpenRefusesRaftWALDirectory(t *testing.T) {
+	cfg, _ := baseConfig(t, "r0")
+	cfg.Bootstrap = true
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	rd := filepath.Join(cfg.Dir, raftDir)
+	if err := os.WriteFile(filepath.Join(rd, oldRaftMeta), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), cfg)
+	if !errors.Is(err, ErrOldRaftLog) || !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), rd) {
+		t.Fatalf("open of a raft-wal directory: %v, want ErrOldRaftLog naming %s", err, rd)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,9 @@ const (
 	raftDir     = "raft"
 	raftLogFile = "raft.db"
 	snapDir     = "snapshots"
+	// oldRaftMeta is the metadata file of a raft-wal log (the store before
+	// bbolt); its presence refuses the directory (ErrOldRaftLog).
+	oldRaftMeta = "wal-meta.db"
 	// logCacheEntries is how many of the newest raft entries are kept in
 	// memory for replication to followers.
 	logCacheEntries = 64
@@ -91,6 +95,9 @@ func (n *Node) openStores() error {
 	rd := filepath.Join(n.cfg.Dir, raftDir)
 	if err := durable.MkdirAll(rd, 0o755); err != nil {
 		return err
+	}
+	if _, err := os.Stat(filepath.Join(rd, oldRaftMeta)); err == nil {
+		return fmt.Errorf("%s: %w", rd, ErrOldRaftLog)
 	}
 	if n.store, err = openBoltStore(filepath.Join(rd, raftLogFile)); err != nil {
 		return err
