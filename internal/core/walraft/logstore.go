@@ -13,14 +13,17 @@ import (
 // boltStore is the replica's raft log and stable state in one bbolt file
 // (<dir>/raft/raft.db): every StoreLogs, DeleteRange and Set is one bbolt
 // transaction, fsynced before it returns (NoSync stays off), so a follower
-// acknowledges and the leader counts itself only for entries on disk. It
+// acknowledges and the leader counts itself only for entries on disk.
+//
 // Each entry is a bucket of its own (key: big-endian index) holding one
 // value: bbolt keeps at least two and up to four values in a leaf and
 // rewrites the whole leaf on every commit, so 64 KiB entries stored as
 // plain values were rewritten about three times over; as buckets, the
 // leaf holds only small bucket headers and an entry's bytes are written
-// once, in pages of their own. It replaces hashicorp/raft-wal v0.4.0 (see doc.go); raft-boltdb/v2 itself
-// cannot be linked beside raft v1.8.0 (it imports go-metrics/compat, which
+// once, in pages of their own.
+//
+// It replaces hashicorp/raft-wal v0.4.0 (see doc.go); raft-boltdb/v2
+// itself cannot be linked beside raft v1.8.0 (it imports go-metrics/compat, which
 // go-metrics v0.7.0 no longer has), hence this small store of our own.
 type boltStore struct {
 	db *bbolt.DB
