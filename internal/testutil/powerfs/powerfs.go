@@ -23,6 +23,7 @@
 package powerfs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrNoFUSE is returned by Mount when /dev/fuse cannot be used.
@@ -114,12 +116,14 @@ func (f *FS) Unmount() error {
 	if f.server == nil {
 		return nil
 	}
+	// The kernel does not say when a busy mount stops being busy: retry
+	// the unmount for a bounded time.
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if err = f.server.Unmount(); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) {
+			err = f.server.Unmount()
+			return err == nil, nil
+		})
 	if err != nil {
 		return fmt.Errorf("powerfs: unmount %s: %w", f.mnt, err)
 	}
