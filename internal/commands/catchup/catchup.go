@@ -109,14 +109,14 @@ func newRunOptions(f *cmdutil.Factory) *RunOptions {
 			return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
 		},
 		WAL: func(ctx context.Context) (executor.Sealed, error) { return f.WAL(ctx) },
-		Publisher: func(ctx context.Context, opts *RunOptions, guard func(context.Context, string) error) (executor.Acquirer, error) {
+		Publisher: func(ctx context.Context, opts *RunOptions, guard func(context.Context, string) error, execution func() string) (executor.Acquirer, error) {
 			owner := f.Owner(coord.OwnerCatchup)
 			owner.JobID = opts.JobID
 			pub, err := f.PublisherWith(ctx, owner, func(pc *publish.Config) {
 				pc.Limits.MaxBytes, pc.Limits.MaxGenerations = opts.BatchBytes, opts.BatchGenerations
 				pc.Limits.FileBytes = min(pc.Limits.FileBytes, opts.BatchBytes)
 				pc.Budget = budget.New(opts.MergeBufferBytes)
-				pc.CommitGuard = guard
+				pc.CommitGuard, pc.Execution = guard, execution
 			})
 			if err != nil {
 				return nil, err

@@ -207,7 +207,7 @@ func TestRunRunWhenTheTableIsHeld(t *testing.T) {
 	held := fmt.Errorf("table orders is claimed by worker w1: %w", coord.ErrClaimed)
 	opts.Admission = func(context.Context) (executor.Admission, error) { return unusedAdmission{t}, nil }
 	opts.WAL = func(context.Context) (executor.Sealed, error) { return nil, nil }
-	opts.Publisher = func(_ context.Context, o *RunOptions, g func(context.Context, string) error) (executor.Acquirer, error) {
+	opts.Publisher = func(_ context.Context, o *RunOptions, g func(context.Context, string) error, _ func() string) (executor.Acquirer, error) {
 		guard = g
 		return refusingAcquirer{held}, nil
 	}

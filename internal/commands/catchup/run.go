@@ -31,7 +31,7 @@ type RunOptions struct {
 	// WAL opens the WAL the executor reads sealed generations from.
 	WAL func(context.Context) (executor.Sealed, error)
 	// Publisher builds the execution's publisher around guard.
-	Publisher func(ctx context.Context, opts *RunOptions, guard func(context.Context, string) error) (executor.Acquirer, error)
+	Publisher func(ctx context.Context, opts *RunOptions, guard func(context.Context, string) error, execution func() string) (executor.Acquirer, error)
 	Progress  func() *progress.Reporter
 	Print     func(any, func() *render.Table) error
 }
@@ -128,8 +128,8 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		prog.Update(progress.Status{Label: "catching up " + cfg.Table, Done: bytes, Bytes: true,
 			Extra: fmt.Sprintf("%s rows, version %d", humanize.Comma(int64(rows)), b.Version)})
 	}
-	rep, err := executor.Execute(ctx, cfg, adm, src, func(guard func(context.Context, string) error) (executor.Acquirer, error) {
-		return opts.Publisher(ctx, opts, guard)
+	rep, err := executor.Execute(ctx, cfg, adm, src, func(guard func(context.Context, string) error, execution func() string) (executor.Acquirer, error) {
+		return opts.Publisher(ctx, opts, guard, execution)
 	})
 	if rep == nil {
 		return err

@@ -41,7 +41,7 @@ func (s *Session) publish(ctx context.Context, res *Result, plan *Plan, prep *Pr
 			ParentVersion: parent.Version,
 			Kind:          lance.Append,
 			Files:         files,
-			ConfigSet:     publishDelta(end, plan.ID),
+			ConfigSet:     s.committer().delta(publishDelta(end, plan.ID)),
 			TxnID:         newID(),
 			Now:           s.p.cfg.Clock.Now,
 			Check:         s.commitCheck(plan),

@@ -61,6 +61,9 @@ func (s *Session) fetch(ctx context.Context, j fileJob, reserve func(ctx context
 			return fmt.Errorf("WAL returned position %d, expected %d: %w", e.Position, next, errs.ErrCorrupt)
 		}
 		next++
+		if j.lin != nil {
+			j.lin.add(e.Record)
+		}
 		n := RecordBytes(e.Record)
 		what := fmt.Sprintf("WAL entry %d of shard %d", e.Position, fr.Shard)
 		if err := reserve(ctx, n, what); err != nil {

@@ -25,6 +25,9 @@ type fileJob struct {
 	index int
 	name  string
 	rng   Range
+	// lin collects the digest and per-entry row counts of what the file
+	// holds, as its entries are fetched.
+	lin *FileLineage
 }
 
 // prepare writes a new attempt of plan: one Lance data file per planned file
@@ -57,7 +60,7 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 	prep := &Prepared{Kind: KindPrepared, SchemaVersion: recordSchema, Plan: plan.ID, Attempt: newID()[:16], PreparedBy: s.p.cfg.Owner.ID}
 	jobs := make([]fileJob, len(plan.Files))
 	for i, fr := range plan.Files {
-		jobs[i] = fileJob{index: i, name: fmt.Sprintf("walctl-%s-%s-%03d", plan.Key()[:12], prep.Attempt, i), rng: fr}
+		jobs[i] = fileJob{index: i, name: fmt.Sprintf("walctl-%s-%s-%03d", plan.Key()[:12], prep.Attempt, i), rng: fr, lin: &FileLineage{}}
 	}
 	var descs []lance.Descriptor
 	if s.p.cfg.PipelinePreparation {
@@ -72,7 +75,7 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 		return nil, fmt.Errorf("prepare %s: %d of %d files written", plan.ID, len(descs), len(plan.Files))
 	}
 	for i, fr := range plan.Files {
-		prep.Files = append(prep.Files, PreparedFile{Range: fr, Descriptor: descs[i]})
+		prep.Files = append(prep.Files, PreparedFile{Range: fr, Descriptor: descs[i], Lineage: jobs[i].lin})
 	}
 	prep.PreparedAt = s.now().UTC()
 	if prep, err = s.store.Record(prep); err != nil {

@@ -249,7 +249,7 @@ func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State, r
 	}
 	if adopt != nil {
 		s.log.Info("adopted pinned plan", "plan", adopt.ID)
-		return adopt, true, nil
+		return adopt, true, s.ensureDigests(ctx, adopt)
 	}
 	plan, err := s.plan(ctx, m, st, res)
 	if err != nil || plan == nil {
@@ -262,7 +262,7 @@ func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State, r
 	if err := failpoint.Inject(ctx, failpoint.AfterPlanPin, 0); err != nil {
 		return nil, false, err
 	}
-	return pinned, !mine, nil
+	return pinned, !mine, s.ensureDigests(ctx, pinned)
 }
 
 func (s *Session) plan(ctx context.Context, m *lance.Manifest, st State, res *Result) (*Plan, error) {

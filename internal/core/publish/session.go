@@ -74,6 +74,10 @@ type Config struct {
 	CommitAttempts int
 	// Owner identifies this publisher in claims and records.
 	Owner coord.Owner
+	// Execution, when set, names the catch-up execution committing (it is
+	// known only once the execution has begun); it is recorded with every
+	// commit beside Owner.
+	Execution func() string
 	// ClaimOptions are passed to every claim acquisition (TTL, slice).
 	ClaimOptions []coord.AcquireOption
 	// CommitGuard, when set, runs immediately before every data commit
@@ -323,7 +327,7 @@ func (s *Session) fence(ctx context.Context) error {
 		_, err = ds.Commit(ctx, lance.CommitRequest{
 			ParentVersion: m.Version,
 			Kind:          lance.ConfigOnly,
-			ConfigSet:     fenceDelta(s.epoch),
+			ConfigSet:     s.committer().delta(fenceDelta(s.epoch)),
 			TxnID:         newID(),
 			Now:           s.p.cfg.Clock.Now,
 			Check: func(parent *lance.Manifest) error {
@@ -358,3 +362,13 @@ func newID() string {
 }
 
 func (s *Session) now() time.Time { return s.p.cfg.Clock.Now() }
+
+// committer is who this session's commits record.
+func (s *Session) committer() Committer {
+	o := s.p.cfg.Owner
+	c := Committer{ID: o.ID, Kind: o.Kind, JobID: o.JobID}
+	if s.p.cfg.Execution != nil {
+		c.Execution = s.p.cfg.Execution()
+	}
+	return c
+}

@@ -29,7 +29,37 @@ const (
 	KeyPlan = "walctl.plan"
 	// KeyFormat is the version of walctl's keys; a newer one fails closed.
 	KeyFormat = "walctl.format"
+	// KeyCommitter is a JSON Committer: who wrote the version (a fence or
+	// a publication), kept so `table history` can name each version's origin.
+	KeyCommitter = "walctl.committer"
 )
+
+// Committer identifies the process that committed a walctl version: its
+// owner id and kind (worker, catchup, cli), and for a catch-up Job the Job
+// id and the execution.
+type Committer struct {
+	ID        string `json:"id"`
+	Kind      string `json:"kind"`
+	JobID     string `json:"job_id,omitempty"`
+	Execution string `json:"execution,omitempty"`
+}
+
+// ParseCommitter reads KeyCommitter from a manifest config; ok is false
+// when the version records none (older walctl, or a foreign writer).
+func ParseCommitter(cfg map[string]string) (Committer, bool) {
+	var c Committer
+	raw, ok := cfg[KeyCommitter]
+	if !ok || json.Unmarshal([]byte(raw), &c) != nil {
+		return Committer{}, false
+	}
+	return c, true
+}
+
+func (c Committer) delta(m map[string]string) map[string]string {
+	b, _ := json.Marshal(c)
+	m[KeyCommitter] = string(b)
+	return m
+}
 
 // formatVersion is the version of the keys this binary writes and reads.
 const formatVersion = 1

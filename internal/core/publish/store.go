@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/digest"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/objstore"
@@ -131,6 +134,35 @@ type Prepared struct {
 type PreparedFile struct {
 	Range      Range            `json:"range"`
 	Descriptor lance.Descriptor `json:"descriptor"`
+	// Lineage is what the file wrote: the digest of its rows and each
+	// entry's row count (absent in records of older walctl versions).
+	Lineage *FileLineage `json:"lineage,omitempty"`
+}
+
+// FileLineage describes the rows a data file holds: their digest, which a
+// later audit compares with the table and with the WAL's digests, and the
+// row count of each WAL entry in order, which maps a row of the file to its
+// WAL position (EntryRows[i] rows of position Range.From+i).
+type FileLineage struct {
+	Digest    digest.Digest `json:"digest"`
+	EntryRows []int64       `json:"entry_rows"`
+}
+
+func (l *FileLineage) add(rec arrow.RecordBatch) {
+	l.Digest.Add(rec)
+	l.EntryRows = append(l.EntryRows, rec.NumRows())
+}
+
+// Position returns the WAL position of row (0-based) of a file starting at
+// from, and false when row is beyond the file's entries.
+func (l *FileLineage) Position(from uint64, row int64) (uint64, bool) {
+	for i, n := range l.EntryRows {
+		if row < n {
+			return from + uint64(i), true
+		}
+		row -= n
+	}
+	return 0, false
 }
 
 // Descriptors lists the files' descriptors in plan order.

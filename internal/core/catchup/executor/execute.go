@@ -13,9 +13,10 @@ type Acquirer interface {
 }
 
 // PublisherFunc builds the publisher of an execution around guard, the
-// executor's commit guard (publish.Config.CommitGuard): the caller sets the
-// executor's batch limits and merge budget on it.
-type PublisherFunc func(guard func(ctx context.Context, table string) error) (Acquirer, error)
+// executor's commit guard (publish.Config.CommitGuard), and execution, the
+// id of the running execution (publish.Config.Execution, recorded with each
+// commit): the caller sets the executor's batch limits and merge budget on it.
+type PublisherFunc func(guard func(ctx context.Context, table string) error, execution func() string) (Acquirer, error)
 
 // Execute is `walctl catchup run`: it builds the executor, lets
 // newPublisher build the publisher around the executor's commit guard,
@@ -29,7 +30,7 @@ func Execute(ctx context.Context, cfg Config, adm Admission, src Sealed, newPubl
 	if err != nil {
 		return nil, err
 	}
-	pub, err := newPublisher(ex.Guard)
+	pub, err := newPublisher(ex.Guard, ex.Execution)
 	if err != nil {
 		return nil, err
 	}

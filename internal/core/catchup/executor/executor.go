@@ -29,6 +29,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -184,4 +185,13 @@ func (e *Executor) Guard(ctx context.Context, table string) error {
 		return fmt.Errorf("table %s: no catch-up execution has begun: %w", table, catchup.ErrAdmissionClosed)
 	}
 	return e.adm.CheckAdmission(ctx, table, id)
+}
+
+// Execution is the id of the running execution ("" before it has begun),
+// recorded with every commit so `table history` names it.
+func (e *Executor) Execution() string {
+	if id := e.execID.Load(); id != 0 {
+		return strconv.FormatUint(id, 10)
+	}
+	return ""
 }

@@ -1,0 +1,162 @@
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/walctl/walctl/internal/core/digest"
+	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/objstore"
+	"github.com/walctl/walctl/internal/core/wal"
+)
+
+// KindDigests is the record kind of a plan's WAL digests.
+const KindDigests = "walctl.digests"
+
+const digestsDir = "_walctl/digests"
+
+// Digests are the order-independent digests of the ACKed records a plan
+// covers, one per generation (or the part of one the plan takes), read from
+// the WAL when the plan is pinned or adopted and recorded beside the plan
+// before its first commit — so before anything it covers can be trimmed.
+// They outlive the WAL: an audit compares the table with them where the
+// WAL no longer holds the records. They are kept when the plan is retired.
+type Digests struct {
+	Kind          string             `json:"kind"`
+	SchemaVersion int                `json:"schema_version"`
+	Table         string             `json:"table"`
+	Plan          string             `json:"plan"`
+	Generations   []GenerationDigest `json:"generations"`
+}
+
+// GenerationDigest is the digest of positions From–To of one shard: whole
+// sealed generations, except that a plan's first may start inside one.
+type GenerationDigest struct {
+	Shard  int           `json:"shard"`
+	From   uint64        `json:"from"`
+	To     uint64        `json:"to"`
+	Digest digest.Digest `json:"digest"`
+}
+
+func (d *Digests) check() error {
+	if err := checkID("plan id", d.Plan); err != nil {
+		return err
+	}
+	for _, g := range d.Generations {
+		if g.Shard < 0 || g.From == 0 || g.From > g.To || g.Digest.Rows < 0 {
+			return fmt.Errorf("digests of plan %s: shard %d positions %d–%d is not a range: %w", d.Plan, g.Shard, g.From, g.To, errs.ErrCorrupt)
+		}
+	}
+	return nil
+}
+
+// HasDigests reports whether the digests of plan id are recorded.
+func (s *Store) HasDigests(ctx context.Context, planID string) (bool, error) {
+	_, err := s.st.Stat(ctx, digestsDir+"/"+planID+".json")
+	if errors.Is(err, objstore.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// RecordDigests records d create-if-absent; an existing record of the same
+// plan (a predecessor's, computed from the same WAL entries) is kept. A
+// failed fsync wraps durable.ErrSyncFailed.
+func (s *Store) RecordDigests(d *Digests) error {
+	data, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := s.createRecord(digestsDir+"/"+d.Plan+".json", data); err != nil {
+		return fmt.Errorf("record digests of plan %s: %w", d.Plan, err)
+	}
+	return nil
+}
+
+// AllDigests returns every digest record of the table (of published,
+// superseded and pending plans alike), in no particular order.
+func (s *Store) AllDigests(ctx context.Context) ([]*Digests, error) {
+	entries, err := s.st.List(ctx, digestsDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Digests
+	for _, e := range entries {
+		if n := path.Base(e.Key); !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
+			continue
+		}
+		var d Digests
+		if _, err := s.readRecord(e.Key, KindDigests, &d); err != nil {
+			return nil, err
+		}
+		out = append(out, &d)
+	}
+	return out, nil
+}
+
+// ensureDigests records the plan's digests unless they are recorded already.
+// It reads the plan's ranges from the WAL, which still holds them: nothing
+// above the table's watermarks is trimmed (rule 9), and the plan starts there.
+func (s *Session) ensureDigests(ctx context.Context, plan *Plan) error {
+	ok, err := s.store.HasDigests(ctx, plan.ID)
+	if err != nil || ok {
+		return err
+	}
+	d, err := ComputeDigests(ctx, s.p.log, plan)
+	if err != nil {
+		return err
+	}
+	return s.store.RecordDigests(d)
+}
+
+// ComputeDigests reads the plan's ranges from log and digests them per
+// generation. It reads only; cancellation returns ctx's error.
+func ComputeDigests(ctx context.Context, log wal.Log, plan *Plan) (*Digests, error) {
+	d := &Digests{Kind: KindDigests, SchemaVersion: recordSchema, Table: plan.Table, Plan: plan.ID, Generations: []GenerationDigest{}}
+	for _, r := range plan.Ranges {
+		gens, err := log.Generations(ctx, plan.Table, r.Shard)
+		if err != nil {
+			return nil, err
+		}
+		parts := splitByGeneration(r, gens)
+		for i := range parts {
+			g := &parts[i]
+			err := log.Read(ctx, plan.Table, r.Shard, g.From, g.To, func(e wal.Entry) error {
+				g.Digest.Add(e.Record)
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("digest %s shard %d positions %d–%d: %w", plan.Table, r.Shard, g.From, g.To, err)
+			}
+		}
+		d.Generations = append(d.Generations, parts...)
+	}
+	return d, nil
+}
+
+// splitByGeneration cuts r at the generation boundaries gens list; a part
+// of r no listed generation covers stays one piece.
+func splitByGeneration(r Range, gens []wal.Generation) []GenerationDigest {
+	var out []GenerationDigest
+	next := r.From
+	for _, g := range gens {
+		if g.Last < next || g.First > r.To {
+			continue
+		}
+		if g.First > next {
+			out = append(out, GenerationDigest{Shard: r.Shard, From: next, To: g.First - 1})
+			next = g.First
+		}
+		to := min(g.Last, r.To)
+		out = append(out, GenerationDigest{Shard: r.Shard, From: next, To: to})
+		next = to + 1
+	}
+	if next <= r.To {
+		out = append(out, GenerationDigest{Shard: r.Shard, From: next, To: r.To})
+	}
+	return out
+}
