@@ -34,25 +34,30 @@ func NewCmdVerify(f *cmdutil.Factory, runF func(context.Context, *Options) error
 	opts := &Options{WAL: f.WAL, CallContext: f.CallContext, Print: f.Print, ErrOut: f.IOStreams.ErrOut}
 	cmd := &cobra.Command{
 		Use:   "verify --table T [--version N]",
-		Short: "Check that every ACKed record is in the table exactly once",
-		Long: `Compare a table (its latest version, or --version N, read through walctl's
-managed reader: no claim, no epoch, nothing written) with its WAL and report
-missing or duplicated records.
+		Short: "Audit a table: every ACKed record is in it exactly once",
+		Long: `Audit a table (its latest version, or --version N, read through walctl's
+managed reader: no claim, no epoch, nothing written) against its WAL.
 
-Every data file walctl published is checked against its recorded descriptor
-(size, checksum, rows); the WAL ranges of the published files must tile each
-shard from position 1 up to the table's watermark with neither gaps nor
-overlaps; the rows of every file whose WAL range is still retained must equal
-the records of that range, each exactly once; no retained record above the
-watermark may be in the table; and the WAL must not be trimmed beyond the
-watermark. Fragments walctl did not write (official appends) are counted, not
-checked.
+For every shard, the multiset of records in the table must equal the
+multiset of ACKed records from position 1 to the table's watermark, whatever
+happened to the fragments since they were published (compaction, official
+appends, deletions, which are honoured): records the WAL still retains are
+compared one by one, trimmed positions by the digests walctl recorded beside
+each plan (a count and an order-independent hash of the records, written
+before anything could be trimmed). Rows another writer appended are foreign;
+a foreign row equal to an ACKed record is a duplicate. A missing or
+duplicated record is named by shard and position where the WAL, or the
+walctl file that held it, says. Every data file walctl published is also
+checked against its descriptor (size, checksum), no retained record above
+the watermark may be in the table, and the WAL must not be trimmed beyond
+the watermark. The summary says what was compared and how:
+"compared N records with the WAL, M by digest, K foreign rows".
 
 EXIT STATUS
   0  the table matches the WAL
   3  unknown table
-  6  missing, duplicated or altered records, or a damaged data file (the
-     report on stdout lists each problem)`,
+  6  missing, duplicated or unexpected records, trimmed positions without a
+     digest, or a damaged data file (the report on stdout lists each problem)`,
 		Example: "  walctl verify --table orders\n  walctl verify --table orders --output json | jq .problems",
 		Args:    cmdutil.ExactArgs(0, "verify takes no arguments (use --table)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -101,10 +106,11 @@ func verifyRun(ctx context.Context, opts *Options) error {
 
 // reportTable renders the summary row per shard, then one row per problem.
 func reportTable(rep *coreverify.Report) *render.Table {
-	t := render.NewTable("shard", "watermark", "published to", "trimmed", "checked entries", "pending entries", "problem")
+	t := render.NewTable("shard", "watermark", "trimmed", "by digest", "by WAL", "pending entries", "problem")
 	for _, s := range rep.Shards {
-		t.Add(fmt.Sprint(s.Shard), fmt.Sprint(s.Watermark), fmt.Sprint(s.PublishedTo), fmt.Sprint(s.TrimmedThrough),
-			fmt.Sprint(s.CheckedEntries), fmt.Sprint(s.PendingEntries), "-")
+		t.Add(fmt.Sprint(s.Shard), fmt.Sprint(s.Watermark), fmt.Sprint(s.TrimmedThrough),
+			fmt.Sprintf("1–%d: %d records", s.DigestThrough, s.DigestRecords), fmt.Sprintf("%d records", s.WALRecords),
+			fmt.Sprint(s.PendingEntries), "-")
 	}
 	for _, p := range rep.Problems {
 		shard := "-"
@@ -117,6 +123,7 @@ func reportTable(rep *coreverify.Report) *render.Table {
 	if !rep.OK {
 		verdict = fmt.Sprintf("FAILED: %d missing, %d duplicated, %d unexpected, %d above watermark", rep.Missing, rep.Duplicated, rep.Unexpected, rep.AboveWatermark)
 	}
-	t.Add("all", "", "", "", fmt.Sprintf("%d rows", rep.TableRows), fmt.Sprintf("%d compared", rep.CheckedRows), verdict)
+	t.Add("all", "", "", fmt.Sprintf("%d records", rep.ComparedDigest), fmt.Sprintf("%d records", rep.ComparedWAL),
+		fmt.Sprintf("%d rows, %d foreign", rep.TableRows, rep.ForeignRows), verdict)
 	return t
 }

@@ -22,6 +22,10 @@ type ScanOptions struct {
 	Columns []string
 	// Allocator for the returned records (memory.DefaultAllocator if nil).
 	Allocator memory.Allocator
+	// KeepDeleted returns the rows a deletion file marks deleted too, so
+	// row i of a record is physical row i of its fragment (an audit reads
+	// them with DeletedRows).
+	KeepDeleted bool
 }
 
 // Scan reads the selected version fragment by fragment and calls fn with one
@@ -57,6 +61,9 @@ func (d *Dataset) Scan(ctx context.Context, opts ScanOptions, fn func(arrow.Reco
 			return err
 		}
 		rec, err := d.readFragment(m, frag, schema, idx, out, mem)
+		if err == nil && frag.HasDeletionFile && !opts.KeepDeleted {
+			rec, err = d.withoutDeleted(rec, frag)
+		}
 		if err != nil {
 			return err
 		}
@@ -91,9 +98,6 @@ func project(s *Schema, cols []string) ([]int, *arrow.Schema, error) {
 }
 
 func (d *Dataset) readFragment(m *Manifest, frag Fragment, s *Schema, idx []int, out *arrow.Schema, mem memory.Allocator) (arrow.Record, error) {
-	if frag.HasDeletionFile {
-		return nil, fmt.Errorf("%s: fragment %d has a deletion file: %w", m.Path, frag.ID, ErrUnsupported)
-	}
 	files := map[string]*lancefile.File{}
 	defer func() {
 		for _, f := range files {
@@ -163,4 +167,15 @@ func (d *Dataset) openDataFile(name string) (*lancefile.File, error) {
 		return nil, err
 	}
 	return lancefile.OpenReader(r, r.Size(), d.store.Join(key))
+}
+
+// withoutDeleted drops the rows frag's deletion file marks deleted (it
+// releases rec).
+func (d *Dataset) withoutDeleted(rec arrow.Record, frag Fragment) (arrow.Record, error) {
+	defer rec.Release()
+	del, err := d.DeletedRows(frag)
+	if err != nil {
+		return nil, err
+	}
+	return dropRows(rec, del)
 }

@@ -115,10 +115,19 @@ func latestPublished(ds *lance.Dataset) (*lance.Manifest, error) {
 	return nil, fmt.Errorf("%s: no version published by walctl: %w", ds.Root(), errs.ErrNotFound)
 }
 
+// Dataset is the dataset the reader reads.
+func (r *Reader) Dataset() *lance.Dataset { return r.ds }
+
 // Scan calls fn for the record batches of the version, projected to columns
 // (all when empty). The batch is released when fn returns.
 func (r *Reader) Scan(ctx context.Context, columns []string, fn func(arrow.RecordBatch) error) error {
 	return r.ds.Scan(ctx, lance.ScanOptions{Version: r.Manifest.Version, Columns: columns}, fn)
+}
+
+// ScanPhysical is Scan without dropping deleted rows: row i of the k-th
+// batch is physical row i of the version's k-th fragment.
+func (r *Reader) ScanPhysical(ctx context.Context, fn func(arrow.RecordBatch) error) error {
+	return r.ds.Scan(ctx, lance.ScanOptions{Version: r.Manifest.Version, KeepDeleted: true}, fn)
 }
 
 // LatestWatermarks returns the published watermarks of the latest version of

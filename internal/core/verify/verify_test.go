@@ -115,7 +115,7 @@ func TestCleanTableVerifies(t *testing.T) {
 	if !rep.OK || rep.Err() != nil || rep.TableRows != 8*50+5*30 || rep.Fragments < 2 {
 		t.Fatalf("clean table: %+v", rep)
 	}
-	if rep.Shards[0].PendingEntries != 3 || rep.Shards[0].PublishedTo != rep.Shards[0].Watermark {
+	if rep.Shards[0].PendingEntries != 3 || rep.Shards[0].DigestThrough != rep.Shards[0].Watermark || rep.ComparedDigest != 8*50+5*30 {
 		t.Fatalf("shard 0: %+v", rep.Shards[0])
 	}
 }
@@ -139,7 +139,7 @@ func TestAlteredTablesFail(t *testing.T) {
 			}
 		}, KindDuplicated},
 		{"duplicated-fragment-retained", true, dupFragment, KindDuplicated},
-		{"swapped-file-and-descriptor-retained", true, swapFilesAndDescriptors, KindUnexpected},
+		{"swapped-file-and-descriptor-retained", true, swapFilesAndDescriptors, KindMissing},
 		{"swapped-file-content", false, func(t *testing.T, e *env, ds *lance.Dataset, files []publish.PreparedFile) {
 			// Two files of equal row counts: the table stays readable, its
 			// content is wrong.
@@ -265,33 +265,26 @@ func swapFilesAndDescriptors(t *testing.T, e *env, ds *lance.Dataset, files []pu
 	t.Fatalf("no two files of equal rows and size: %+v", files)
 }
 
-// Issue 13: with the WAL trimmed, verification compares no row; the report
-// says so instead of claiming "no missing or duplicated records", and it
-// says which positions could not be compared. With the WAL retained every
-// row is compared and the claim is made.
-func TestReportSaysWhatWasNotCompared(t *testing.T) {
+// Issue 17: with the WAL trimmed, the audit compares the table with the
+// digests recorded beside the plans, and says how many records it compared
+// each way; with the WAL retained it compares them record by record.
+func TestReportSaysWhatWasCompared(t *testing.T) {
 	e := newEnv(t)
 	e.produce(0, 4, 25)
 	e.publishAll(false) // trimmed
 	rep := e.verify()
-	if !rep.OK || rep.Complete || rep.CheckedRows != 0 || rep.UncomparedRows != 100 || rep.UncomparedFragments == 0 ||
-		rep.Shards[0].UncomparedEntries != 4 || rep.Shards[1].UncomparedEntries != 0 {
+	if !rep.OK || rep.ComparedWAL != 0 || rep.ComparedDigest != 100 || rep.ForeignRows != 0 ||
+		rep.Shards[0].DigestThrough != 4 || rep.Shards[0].DigestRecords != 100 || rep.Shards[1].DigestThrough != 0 {
 		t.Fatalf("trimmed: %+v", rep)
 	}
-	sum := rep.Summary()
-	for _, want := range []string{"none compared", "100 rows in", "shard 0 positions 1–4"} {
-		if !strings.Contains(sum, want) {
-			t.Fatalf("summary %q does not say %q", sum, want)
-		}
-	}
-	if strings.Contains(sum, "no missing or duplicated") {
-		t.Fatalf("summary claims what was not checked: %q", sum)
+	if sum := rep.Summary(); !strings.Contains(sum, "compared 0 records with the WAL, 100 by digest, 0 foreign rows") {
+		t.Fatalf("summary: %q", sum)
 	}
 	raw, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"checked_rows":0`, `"uncompared_rows":100`, `"complete":false`, `"uncompared_entries":4`, `"checked_entries":0`} {
+	for _, key := range []string{`"compared_wal":0`, `"compared_digest":100`, `"foreign_rows":0`, `"digest_through":4`} {
 		if !strings.Contains(string(raw), key) {
 			t.Fatalf("JSON lacks %s: %s", key, raw)
 		}
@@ -300,10 +293,10 @@ func TestReportSaysWhatWasNotCompared(t *testing.T) {
 	e.produce(1, 2, 10)
 	e.publishAll(true) // retained
 	rep = e.verify()
-	if !rep.OK || rep.Complete || rep.CheckedRows != 20 || rep.UncomparedRows != 100 {
+	if !rep.OK || rep.ComparedWAL != 20 || rep.ComparedDigest != 100 || rep.Shards[1].WALEntries != 2 {
 		t.Fatalf("partly retained: %+v", rep)
 	}
-	if sum := rep.Summary(); !strings.Contains(sum, "20 compared with their WAL records: no missing or duplicated records among them") {
+	if sum := rep.Summary(); !strings.Contains(sum, "compared 20 records with the WAL, 100 by digest, 0 foreign rows: no missing or duplicated records") {
 		t.Fatalf("summary: %q", sum)
 	}
 }

@@ -134,9 +134,19 @@ type Fragment struct {
 	// whether the fragment has one at all.
 	HasDeletionFile bool
 	DeletedRows     uint64
+	// Deletion names the deletion file: its type (0 an Arrow array of row
+	// offsets, 1 a roaring bitmap), read version and id.
+	Deletion DeletionFile
 	// HasRowIDs is set when the fragment carries a stable row-id sequence.
 	HasRowIDs bool
 	raw       []byte
+}
+
+// DeletionFile is lance.table.DeletionFile (the fields walctl reads).
+type DeletionFile struct {
+	Type        uint64
+	ReadVersion uint64
+	ID          uint64
 }
 
 // Encode returns the wire form of the fragment; a decoded fragment keeps its
@@ -170,7 +180,14 @@ func DecodeFragment(b []byte) (Fragment, error) {
 		case 3:
 			f.HasDeletionFile = true
 			return Walk(x.B, func(y WireField) error {
-				if y.Num == 4 {
+				switch y.Num {
+				case 1:
+					f.Deletion.Type = y.U
+				case 2:
+					f.Deletion.ReadVersion = y.U
+				case 3:
+					f.Deletion.ID = y.U
+				case 4:
 					f.DeletedRows = y.U
 				}
 				return nil
