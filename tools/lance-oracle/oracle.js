@@ -8,6 +8,7 @@
 //   node oracle.js append   <dir> <table> <rows.json>
 //   node oracle.js create   <dir> <table> <rows.json> [--storage-version 2.0|2.1]
 //   node oracle.js optimize <dir> <table>
+//   node oracle.js delete   <dir> <table> <SQL predicate>
 //   node oracle.js versions <dir> <table>
 //   node oracle.js bench    <dir> <table> <adds> <batches-per-add> <rows-per-batch>
 //
@@ -258,6 +259,12 @@ async function optimize(dir, name) {
   };
 }
 
+async function remove(dir, name, predicate) {
+  const { tbl } = await open(dir, name);
+  await tbl.delete(predicate);
+  return { version: await tbl.version(), count_rows: await tbl.countRows() };
+}
+
 async function versions(dir, name) {
   const { tbl } = await open(dir, name);
   const vs = await tbl.listVersions();
@@ -287,6 +294,9 @@ async function main() {
       break;
     case "optimize":
       out = await optimize(dir, name);
+      break;
+    case "delete":
+      out = await remove(dir, name, arg);
       break;
     case "versions":
       out = await versions(dir, name);

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/walctl/walctl/internal/core/objstore"
 )
@@ -102,7 +103,7 @@ func dropRows(rec arrow.Record, del []uint32) (arrow.Record, error) {
 			arrs = []arrow.Array{array.NewSlice(rec.Column(i), 0, 0)}
 			defer arrs[0].Release()
 		}
-		c, err := array.Concatenate(arrs, nil)
+		c, err := array.Concatenate(arrs, memory.DefaultAllocator)
 		if err != nil {
 			return nil, err
 		}

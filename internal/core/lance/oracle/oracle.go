@@ -229,3 +229,14 @@ func (o *Oracle) Optimize(ctx context.Context, root string) (*Result, error) {
 	var r Result
 	return &r, o.Run(ctx, &r, "optimize", dir, name)
 }
+
+// Delete removes the rows matching the SQL predicate with the official
+// writer's table.delete (it records them in a deletion file).
+func (o *Oracle) Delete(ctx context.Context, root, predicate string) (*Result, error) {
+	dir, name, err := split(root)
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	return &r, o.Run(ctx, &r, "delete", dir, name, predicate)
+}
