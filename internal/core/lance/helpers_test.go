@@ -92,7 +92,7 @@ func appendValue(b array.Builder, f arrow.Field, row int) any {
 		return r%200 - 100
 	case *array.Int16Builder:
 		bb.Append(int16(r*7 - 300))
-		return r*7 - 300
+		return int64(int16(r*7 - 300))
 	case *array.Int32Builder:
 		bb.Append(int32(r*70001 - 1000000))
 		return r*70001 - 1000000
@@ -101,7 +101,7 @@ func appendValue(b array.Builder, f arrow.Field, row int) any {
 		return r % 256
 	case *array.Uint16Builder:
 		bb.Append(uint16(r * 11))
-		return r * 11
+		return int64(uint16(r * 11))
 	case *array.Uint32Builder:
 		bb.Append(uint32(r * 4000001))
 		return int64(uint32(r * 4000001))

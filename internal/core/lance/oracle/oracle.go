@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -218,6 +221,55 @@ func (o *Oracle) Create(ctx context.Context, root string, spec any, storageVersi
 		extra = []string{"--storage-version", storageVersion}
 	}
 	return o.withRows(ctx, "create", root, spec, extra...)
+}
+
+// CreateRecords makes a table with the official writer from Arrow record
+// batches, schema and types kept exactly (every type walctl supports); they
+// reach node as an IPC stream. storageVersion as for Create.
+func (o *Oracle) CreateRecords(ctx context.Context, root string, recs []arrow.Record, storageVersion string) (*Result, error) {
+	var extra []string
+	if storageVersion != "" {
+		extra = []string{"--storage-version", storageVersion}
+	}
+	return o.withIPC(ctx, "create", root, recs, extra...)
+}
+
+// AppendRecords adds Arrow record batches with the official writer's
+// table.add.
+func (o *Oracle) AppendRecords(ctx context.Context, root string, recs []arrow.Record) (*Result, error) {
+	return o.withIPC(ctx, "append", root, recs)
+}
+
+func (o *Oracle) withIPC(ctx context.Context, cmd, root string, recs []arrow.Record, extra ...string) (*Result, error) {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("no record batches: %w", errs.ErrInvalid)
+	}
+	dir, name, err := split(root)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp("", "oracle-batches-*.arrow")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	w := ipc.NewWriter(f, ipc.WithSchema(recs[0].Schema()))
+	for _, r := range recs {
+		if err = w.Write(r); err != nil {
+			break
+		}
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	return &r, o.Run(ctx, &r, append([]string{cmd, dir, name, f.Name()}, extra...)...)
 }
 
 // Optimize runs the official table.optimize() (compaction and cleanup).
