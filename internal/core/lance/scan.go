@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
+	"github.com/walctl/walctl/internal/core/lance/lancepb"
 	"github.com/walctl/walctl/internal/core/objstore"
 )
 
@@ -178,4 +180,25 @@ func (d *Dataset) withoutDeleted(rec arrow.Record, frag Fragment) (arrow.Record,
 		return nil, err
 	}
 	return dropRows(rec, del)
+}
+
+// ReadFile reads the whole data file desc names (one of walctl's, whether
+// or not a fragment of m still holds it) with m's schema: the record of
+// every physical row, in order.
+func (d *Dataset) ReadFile(m *Manifest, desc Descriptor) (arrow.Record, error) {
+	schema, err := m.Schema()
+	if err != nil {
+		return nil, err
+	}
+	idx, out, err := project(schema, nil)
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]int32, len(desc.FieldIDs))
+	for i := range cols {
+		cols[i] = int32(i)
+	}
+	frag := Fragment{PhysicalRows: desc.Rows, Files: []lancepb.DataFile{{Path: strings.TrimPrefix(desc.Path, dataDir+"/"),
+		Fields: desc.FieldIDs, ColumnIndices: cols, Major: desc.FileMajor, Minor: desc.FileMinor}}}
+	return d.readFragment(m, frag, schema, idx, out, memory.DefaultAllocator)
 }

@@ -41,11 +41,17 @@ type auditor struct {
 	live    map[uint64][]walPos
 	want    digest.Digest // of the trimmed positions, every shard
 	digests bool          // every trimmed position has a digest
+	// origins maps the content of every row of walctl's data files that
+	// the version no longer holds (compacted away) to its WAL position;
+	// built on first need (originOf).
+	origins map[uint64]walPos
+	r       *publish.Reader
+	byPath  map[string]publish.PreparedFile
 }
 
 // audit runs the comparison and records its problems and counts.
 func (v *verifier) audit(r *publish.Reader, dir objstore.Store, byPath map[string]publish.PreparedFile) error {
-	a := &auditor{verifier: v, present: map[uint64][]row{}, live: map[uint64][]walPos{}, digests: true}
+	a := &auditor{verifier: v, present: map[uint64][]row{}, live: map[uint64][]walPos{}, digests: true, r: r, byPath: byPath}
 	if err := a.scan(r, byPath); err != nil {
 		return err
 	}
@@ -209,4 +215,37 @@ func (a *auditor) reportMissing(missing []walPos) {
 		a.problem(p)
 		i = j + 1
 	}
+}
+
+// originOf finds the WAL position of a record by its content in walctl's
+// data files that the version no longer holds (a compaction rewrote them;
+// they stay until `table clean`). It reads those files once, on first
+// need; ok is false when none holds the content.
+func (a *auditor) originOf(h uint64) (walPos, bool) {
+	if a.origins == nil {
+		a.origins = map[uint64]walPos{}
+		held := map[string]bool{}
+		for _, f := range a.r.Manifest.Fragments {
+			for _, df := range f.Files {
+				held[df.Path] = true
+			}
+		}
+		for path, pf := range a.byPath {
+			if held[path] || pf.Lineage == nil {
+				continue
+			}
+			rec, err := a.r.Dataset().ReadFile(a.r.Manifest, pf.Descriptor)
+			if err != nil {
+				continue // removed by clean, or unreadable: no origin from it
+			}
+			for i, rh := range rowHashes(rec) {
+				if p, ok := pf.Lineage.Position(pf.Range.From, int64(i)); ok {
+					a.origins[rh] = walPos{shard: pf.Range.Shard, pos: p}
+				}
+			}
+			rec.Release()
+		}
+	}
+	p, ok := a.origins[h]
+	return p, ok
 }

@@ -100,7 +100,7 @@ func (a *auditor) explain(e explanation, liveDups, copies, gone []row, accepted 
 			p.Shard, p.From, p.To = s, pos, pos
 			p.Detail = fmt.Sprintf("the record of shard %d position %d (fragment %d row %d) is deleted from the table", s, pos, fi.id, rw.off)
 		} else {
-			p.Detail = fmt.Sprintf("an ACKed record (by digest) is deleted from the table: fragment %d row %d, a fragment walctl did not write (rewritten)", fi.id, rw.off)
+			p.Detail = fmt.Sprintf("an ACKed record (by digest) is deleted from the table: fragment %d row %d; no walctl file left says its position", fi.id, rw.off)
 		}
 		a.rep.Missing++
 		a.problem(p)
@@ -157,12 +157,18 @@ func (a *auditor) matchForeign(accepted map[uint64]row) {
 	}
 }
 
-// position maps a row of a walctl file to its WAL shard and position.
+// position maps a row to the WAL shard and position of its record: by the
+// walctl file that holds it, or else by its content in the walctl files a
+// compaction rewrote.
 func (a *auditor) position(rw row) (int, uint64, bool) {
 	fi := a.frags[rw.frag]
-	if fi.pf == nil || fi.pf.Lineage == nil {
-		return -1, 0, false
+	if fi.pf != nil && fi.pf.Lineage != nil {
+		if p, ok := fi.pf.Lineage.Position(fi.pf.Range.From, rw.off); ok {
+			return fi.pf.Range.Shard, p, true
+		}
 	}
-	p, ok := fi.pf.Lineage.Position(fi.pf.Range.From, rw.off)
-	return fi.pf.Range.Shard, p, ok
+	if o, ok := a.originOf(rw.h); ok {
+		return o.shard, o.pos, true
+	}
+	return -1, 0, false
 }
