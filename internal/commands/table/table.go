@@ -16,9 +16,10 @@ import (
 func NewCmdTable(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "table <command>",
-		Short: "Register, list, describe and read tables",
+		Short: "Register, list, describe and read tables; their lineage",
 	}
-	cmd.AddCommand(NewCmdCreate(f, nil), NewCmdDescribe(f, nil), NewCmdList(f, nil), NewCmdRead(f, nil))
+	cmd.AddCommand(NewCmdCreate(f, nil), NewCmdDescribe(f, nil), NewCmdList(f, nil), NewCmdRead(f, nil),
+		NewCmdHistory(f, nil), NewCmdLocate(f, nil))
 	return cmd
 }
 
