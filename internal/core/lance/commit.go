@@ -41,6 +41,11 @@ const (
 	// ConfigOnly changes only the config map (a Lance UpdateConfig
 	// transaction), as a fence does.
 	ConfigOnly
+	// Rewrite replaces the fragments Replace names, which must be adjacent
+	// in the parent, by the request's files (a Lance Rewrite transaction: a
+	// compaction). The new fragments take the place of the first replaced
+	// one, so the rows keep their order.
+	Rewrite
 )
 
 // Hooks are named points of the commit path where a test or the
@@ -63,6 +68,8 @@ type CommitRequest struct {
 	// Files become one fragment each, in order, with ids after the parent's
 	// max_fragment_id. Only for Append, which needs at least one.
 	Files []Descriptor
+	// Replace are the ids of the fragments a Rewrite replaces.
+	Replace []uint64
 	// ConfigSet are config keys set in the new version; ConfigDelete are
 	// keys removed. Both are applied on top of the parent's config.
 	ConfigSet    map[string]string
@@ -133,6 +140,10 @@ func validateRequest(req *CommitRequest) error {
 		if len(req.Files) == 0 {
 			return fmt.Errorf("append commit without files: %w", errs.ErrInvalid)
 		}
+	case Rewrite:
+		if len(req.Files) == 0 || len(req.Replace) == 0 {
+			return fmt.Errorf("rewrite commit of %d fragments into %d files: %w", len(req.Replace), len(req.Files), errs.ErrInvalid)
+		}
 	case ConfigOnly:
 		if len(req.Files) > 0 {
 			return fmt.Errorf("config-only commit with %d files: %w", len(req.Files), errs.ErrInvalid)
@@ -170,7 +181,12 @@ func (d *Dataset) buildNext(parent *Manifest, req *CommitRequest) (*lancepb.Mani
 	}
 	txn := &lancepb.Transaction{ReadVersion: parent.Version, UUID: req.TxnID}
 	var ids []uint64
-	if req.Kind == Append {
+	switch req.Kind {
+	case Rewrite:
+		if ids, err = d.rewrite(parent, next, txn, req); err != nil {
+			return nil, nil, nil, err
+		}
+	case Append:
 		if next.ReaderFeatureFlags&flagStableRowIDs != 0 {
 			return nil, nil, nil, fmt.Errorf("%s: table uses stable row ids: %w", parent.Path, ErrUnsupported)
 		}
@@ -185,7 +201,7 @@ func (d *Dataset) buildNext(parent *Manifest, req *CommitRequest) (*lancepb.Mani
 		max := uint32(frags[len(frags)-1].ID)
 		next.MaxFragmentID = &max
 		txn.Op, txn.AppendFragments = lancepb.OpAppend, frags
-	} else {
+	default:
 		if max, ok := parent.MaxFragmentID(); ok {
 			m := uint32(max)
 			next.MaxFragmentID = &m
@@ -363,4 +379,37 @@ func (d *Dataset) commitInitial(s *Schema, opts CreateOptions) error {
 		return fmt.Errorf("%s: %w", d.root, ErrDatasetExists)
 	}
 	return err
+}
+
+// rewrite replaces req.Replace (adjacent fragments of the parent, none with
+// a deletion file) in next by fragments of req.Files, in place.
+func (d *Dataset) rewrite(parent *Manifest, next *lancepb.Manifest, txn *lancepb.Transaction, req *CommitRequest) ([]uint64, error) {
+	frags, err := d.newFragments(parent, req.Files)
+	if err != nil {
+		return nil, err
+	}
+	first := -1
+	for i, f := range next.Fragments {
+		if f.ID == req.Replace[0] {
+			first = i
+		}
+	}
+	if first < 0 || first+len(req.Replace) > len(next.Fragments) {
+		return nil, fmt.Errorf("rewrite: fragment %d not in version %d: %w", req.Replace[0], parent.Version, ErrCommitConflict)
+	}
+	old := next.Fragments[first : first+len(req.Replace)]
+	for i, f := range old {
+		if f.ID != req.Replace[i] || f.HasDeletionFile {
+			return nil, fmt.Errorf("rewrite: fragments %v are no longer adjacent and whole in version %d: %w", req.Replace, parent.Version, ErrCommitConflict)
+		}
+	}
+	txn.Op, txn.RewriteOld, txn.RewriteNew = lancepb.OpRewrite, slices.Clone(old), frags
+	next.Fragments = slices.Concat(next.Fragments[:first:first], frags, next.Fragments[first+len(req.Replace):])
+	max := uint32(frags[len(frags)-1].ID)
+	next.MaxFragmentID = &max
+	ids := make([]uint64, len(frags))
+	for i, f := range frags {
+		ids[i] = f.ID
+	}
+	return ids, nil
 }

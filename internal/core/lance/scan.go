@@ -202,3 +202,17 @@ func (d *Dataset) ReadFile(m *Manifest, desc Descriptor) (arrow.Record, error) {
 		Fields: desc.FieldIDs, ColumnIndices: cols, Major: desc.FileMajor, Minor: desc.FileMinor}}}
 	return d.readFragment(m, frag, schema, idx, out, memory.DefaultAllocator)
 }
+
+// ReadFragment reads every physical row of frag (deleted ones included)
+// with m's schema.
+func (d *Dataset) ReadFragment(m *Manifest, frag Fragment) (arrow.Record, error) {
+	schema, err := m.Schema()
+	if err != nil {
+		return nil, err
+	}
+	idx, out, err := project(schema, nil)
+	if err != nil {
+		return nil, err
+	}
+	return d.readFragment(m, frag, schema, idx, out, memory.DefaultAllocator)
+}

@@ -33,6 +33,9 @@ type Transaction struct {
 	OverwriteConfig map[string]string
 	// Properties are transaction_properties.
 	Properties map[string]string
+	// RewriteOld and RewriteNew describe a Rewrite (a compaction) as one
+	// rewrite group: the fragments replaced and those replacing them.
+	RewriteOld, RewriteNew []Fragment
 }
 
 // Encode returns the wire form of t.
@@ -54,6 +57,17 @@ func (t *Transaction) Encode() []byte {
 				s.OptBytes(2, t.OverwriteFields[i].Encode())
 			}
 			s.StringMap(4, t.OverwriteConfig, sortedKeys(t.OverwriteConfig))
+		})
+	case OpRewrite:
+		e.Message(OpRewrite, func(s *Enc) {
+			s.Message(3, func(g *Enc) { // RewriteGroup
+				for i := range t.RewriteOld {
+					g.OptBytes(1, t.RewriteOld[i].Encode())
+				}
+				for i := range t.RewriteNew {
+					g.OptBytes(2, t.RewriteNew[i].Encode())
+				}
+			})
 		})
 	case OpUpdateConfig:
 		e.Message(OpUpdateConfig, func(s *Enc) {
