@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancefile"
 	"github.com/walctl/walctl/internal/core/objstore"
 )
@@ -221,4 +222,23 @@ func CreateStore(st objstore.Store, schema *arrow.Schema, opts CreateOptions) (*
 		return nil, err
 	}
 	return d, nil
+}
+
+// RemoveVersion deletes the manifest of version v, which must not be the
+// latest (a table always keeps its latest version). The data files it
+// referenced are left for the caller to judge.
+func (d *Dataset) RemoveVersion(ctx context.Context, v uint64) error {
+	vs, err := d.Versions()
+	if err != nil {
+		return err
+	}
+	if len(vs) == 0 || vs[len(vs)-1].Version == v {
+		return fmt.Errorf("version %d of %s is the latest: %w", v, d.root, errs.ErrInvalid)
+	}
+	for _, vi := range vs {
+		if vi.Version == v {
+			return d.store.Delete(ctx, versionsDir+"/"+manifestName(v, vi.V2Naming))
+		}
+	}
+	return fmt.Errorf("version %d of %s: %w", v, d.root, ErrVersionNotFound)
 }

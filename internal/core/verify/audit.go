@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -27,6 +28,7 @@ type row struct {
 // (nil when walctl did not write it) and the operation that added it.
 type fragInfo struct {
 	id     uint64
+	path   string // its first data file, under data/
 	pf     *publish.PreparedFile
 	origin string
 }
@@ -47,11 +49,21 @@ type auditor struct {
 	origins map[uint64]walPos
 	r       *publish.Reader
 	byPath  map[string]publish.PreparedFile
+	// comps are walctl's compactions by the path of the file they wrote.
+	comps map[string]*publish.Compaction
 }
 
 // audit runs the comparison and records its problems and counts.
 func (v *verifier) audit(r *publish.Reader, dir objstore.Store, byPath map[string]publish.PreparedFile) error {
 	a := &auditor{verifier: v, present: map[uint64][]row{}, live: map[uint64][]walPos{}, digests: true, r: r, byPath: byPath}
+	comps, err := publish.NewStoreOn(dir).Compactions(v.ctx)
+	if err != nil {
+		return err
+	}
+	a.comps = map[string]*publish.Compaction{}
+	for _, c := range comps {
+		a.comps[strings.TrimPrefix(c.File.Path, "data/")] = c
+	}
 	if err := a.scan(r, byPath); err != nil {
 		return err
 	}
@@ -79,6 +91,7 @@ func (a *auditor) scan(r *publish.Reader, byPath map[string]publish.PreparedFile
 		k++
 		fi := fragInfo{id: frag.ID, origin: origins[frag.ID]}
 		if len(frag.Files) > 0 {
+			fi.path = frag.Files[0].Path
 			if pf, ok := byPath[frag.Files[0].Path]; ok {
 				fi.pf = &pf
 			}
@@ -248,4 +261,32 @@ func (a *auditor) originOf(h uint64) (walPos, bool) {
 	}
 	p, ok := a.origins[h]
 	return p, ok
+}
+
+// throughCompactions maps row off of data file path (under data/) back
+// through walctl's compaction records to the descriptor set of the file
+// that was published, and so to a WAL position.
+func (a *auditor) throughCompactions(path string, off int64) (walPos, bool) {
+	for depth := 0; depth < 64; depth++ {
+		if pf, ok := a.byPath[path]; ok && pf.Lineage != nil {
+			p, ok := pf.Lineage.Position(pf.Range.From, off)
+			return walPos{shard: pf.Range.Shard, pos: p}, ok
+		}
+		c := a.comps[path]
+		if c == nil {
+			return walPos{}, false
+		}
+		found := false
+		for _, src := range c.Sources {
+			if off < int64(src.Rows) {
+				path, found = src.Path, true
+				break
+			}
+			off -= int64(src.Rows)
+		}
+		if !found {
+			return walPos{}, false
+		}
+	}
+	return walPos{}, false
 }

@@ -167,6 +167,11 @@ func (a *auditor) position(rw row) (int, uint64, bool) {
 			return fi.pf.Range.Shard, p, true
 		}
 	}
+	if fi.path != "" {
+		if o, ok := a.throughCompactions(fi.path, rw.off); ok {
+			return o.shard, o.pos, true
+		}
+	}
 	if o, ok := a.originOf(rw.h); ok {
 		return o.shard, o.pos, true
 	}
