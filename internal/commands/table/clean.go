@@ -1,0 +1,82 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walctl/walctl/internal/commands/cmdutil"
+	"github.com/walctl/walctl/internal/commands/render"
+	corepublish "github.com/walctl/walctl/internal/core/publish"
+)
+
+// CleanOptions of `walctl table clean`.
+type CleanOptions struct {
+	deps
+	claimedDeps
+	Name      string
+	OlderThan time.Duration
+}
+
+// NewCmdClean returns `table clean`.
+func NewCmdClean(f *cmdutil.Factory, runF func(context.Context, *CleanOptions) error) *cobra.Command {
+	opts := &CleanOptions{deps: newDeps(f), claimedDeps: newClaimedDeps(f), OlderThan: 7 * 24 * time.Hour}
+	cmd := &cobra.Command{
+		Use:   "clean --table T [--older-than D]",
+		Short: "Remove old versions and the files no retained version references",
+		Long: `Under the table's claim, remove the versions committed more than --older-than
+ago (never the latest), then the data and deletion files older than that
+which no retained version references, and walctl's records that are no
+longer needed: retired plans, descriptor sets of retired plans none of whose
+files is referenced (directly or through a kept compaction), compaction
+records of files no longer referenced. The files of a pinned plan's prepared
+attempts and walctl's WAL digests (what 'verify' compares trimmed positions
+with) are always kept. Works on local and S3 lance roots.
+
+JSON shape (stable): {"table", "cutoff", "versions_removed": [N],
+"versions_kept", "files_removed": [path], "records_removed": [key]}.
+` + claimedHelp,
+		Example: `  walctl table clean --table orders --older-than 168h
+  walctl table clean --table orders --older-than 1h --output json | jq '.files_removed | length'`,
+		Args: cmdutil.TableArgs("table clean", &opts.Name, true),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Logger = f.Logger
+			if opts.OlderThan < 0 {
+				return cmdutil.FlagErrorf("--older-than must not be negative")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return cleanRun(cmd.Context(), opts)
+		},
+	}
+	cmdutil.TableFlag(cmd, &opts.Name, "table name")
+	cmd.Flags().DurationVar(&opts.OlderThan, "older-than", opts.OlderThan, "remove only what is older than this")
+	return cmd
+}
+
+func cleanRun(ctx context.Context, opts *CleanOptions) error {
+	return withClaim(ctx, opts.deps, opts.claimedDeps, opts.Name, func(s *corepublish.Session) error {
+		res, err := s.Clean(ctx, opts.OlderThan)
+		if err != nil {
+			return err
+		}
+		return opts.Print(res, func() *render.Table {
+			t := render.NewTable("removed", "what")
+			for _, v := range res.VersionsRemoved {
+				t.Add("version", fmt.Sprint(v))
+			}
+			for _, f := range res.FilesRemoved {
+				t.Add("file", f)
+			}
+			for _, r := range res.RecordsRemoved {
+				t.Add("record", r)
+			}
+			fmt.Fprintf(opts.ErrOut, "cleaned %s: %d version(s), %d file(s), %d record(s) removed; %d version(s) kept\n",
+				res.Table, len(res.VersionsRemoved), len(res.FilesRemoved), len(res.RecordsRemoved), res.VersionsKept)
+			return t
+		})
+	})
+}
