@@ -1,8 +1,10 @@
 package verify
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,8 +13,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
 // published is one row of the table as walctl published it: its content
@@ -116,6 +120,7 @@ func TestAuditNamesOfficialDuplicateAndDelete(t *testing.T) {
 	if _, err := o.Delete(e.ctx, root, fmt.Sprintf("id = %d", gone.values["id"])); err != nil {
 		t.Fatal(err)
 	}
+	sameAsOfficial(t, e, o.Dump, root, gone.values["id"].(int64))
 	rep = e.verify()
 	wantProblems(t, rep, Problem{Kind: KindDuplicated, Shard: dup.shard, From: dup.position},
 		Problem{Kind: KindMissing, Shard: gone.shard, From: gone.position})
@@ -186,5 +191,35 @@ func TestAuditAfterOfficialOptimize(t *testing.T) {
 		Problem{Kind: KindMissing, Shard: gone.shard, From: gone.position})
 	if rep.ForeignRows != 1 || rep.DeletedRows != 1 {
 		t.Fatalf("optimized, appended, deleted: %+v", rep)
+	}
+}
+
+// sameAsOfficial checks that walctl's reader, honouring the official
+// writer's deletion file, returns the ids the official reader returns, and
+// not the deleted one.
+func sameAsOfficial(t *testing.T, e *env, dump func(context.Context, string, oracle.DumpOptions) (*oracle.Dump, error), root string, deleted int64) {
+	t.Helper()
+	d, err := dump(e.ctx, root, oracle.DumpOptions{Columns: []string{"id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]int{}
+	for _, raw := range d.Columns["id"] {
+		id, err := exactlyonce.ParseID(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id]++
+	}
+	got := map[int64]int{}
+	err = mustLatest(t, e).Scan(e.ctx, []string{"id"}, func(rec arrow.RecordBatch) error {
+		ids := rec.Column(0).(*array.Int64)
+		for i := 0; i < ids.Len(); i++ {
+			got[ids.Value(i)]++
+		}
+		return nil
+	})
+	if err != nil || !maps.Equal(got, want) || got[deleted] != 0 {
+		t.Fatalf("walctl read %d distinct ids, the official reader %d (deleted id %d: %d): %v", len(got), len(want), deleted, got[deleted], err)
 	}
 }
