@@ -126,8 +126,8 @@ func describe(ds *lance.Dataset, prev, m *lance.Manifest) (Version, error) {
 	} else if ok {
 		v.Transaction = txn.Operation
 	}
-	if c, ok := publish.ParseCommitter(m.Config); ok {
-		v.Committer = &c
+	if c, ok := publish.ParseCommitter(m.Config); ok && m.WriterLibrary == "walctl" {
+		v.Committer = &c // another writer carries walctl's keys over unchanged
 	}
 	pst := publish.State{Watermarks: publish.Watermarks{}}
 	had := map[uint64]bool{}
@@ -156,7 +156,7 @@ func describe(ds *lance.Dataset, prev, m *lance.Manifest) (Version, error) {
 	}
 	v.Operation = classify(prev, v, st, pst)
 	if v.Committer != nil && v.Operation != OpFence && v.Operation != OpPublication && v.Operation != OpCompaction {
-		v.Committer = nil // the key was carried over from an earlier walctl commit
+		v.Committer = nil // a walctl commit that records no committer of its own
 	}
 	return v, nil
 }

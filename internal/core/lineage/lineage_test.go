@@ -170,4 +170,27 @@ func TestHistoryAndLocateNameEachOrigin(t *testing.T) {
 			t.Fatalf("locate %d/%d: %+v", tc.shard, tc.pos, loc)
 		}
 	}
+
+	// The official optimize() rewrites the fragments: a compaction with no
+	// walctl committer (the keys it carries over are not its own), and the
+	// published file is no longer in the latest version.
+	if _, err := o.Optimize(e.ctx, filepath.Join(e.lance, "t.lance")); err != nil {
+		t.Fatal(err)
+	}
+	after, err := History(e.ctx, objstore.NewLocal(e.lance), "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rewrite *Version
+	for i := range after[len(vs):] {
+		if v := &after[len(vs)+i]; v.Operation == OpCompaction {
+			rewrite = v
+		}
+	}
+	if rewrite == nil || rewrite.Committer != nil || rewrite.Epoch != vs[5].Epoch || len(rewrite.Ranges) != 0 {
+		t.Fatalf("official optimize: %+v", after[len(vs):])
+	}
+	if loc := e.locate(0, 3); loc.InLatest || loc.RewrittenIn == 0 || loc.Version != vs[2].Version {
+		t.Fatalf("locate after optimize: %+v", loc)
+	}
 }
