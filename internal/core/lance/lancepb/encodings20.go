@@ -106,7 +106,7 @@ func (a *ArrayEncoding) Unsupported() string {
 	}
 	switch a.Kind {
 	case EncFlat:
-		if a.Compression != "" {
+		if a.Compression != "" && a.Compression != "zstd" && a.Compression != "lz4" {
 			return "compressed flat buffer (" + a.Compression + ")"
 		}
 		if a.BufferType != 0 {
