@@ -184,46 +184,8 @@ func DecodeCompressive(b []byte) (*Compressive, error) {
 				}
 				return err
 			})
-		case CompInlineBits, CompOutOfLineBits:
-			return Walk(x.B, func(y WireField) error {
-				var err error
-				switch {
-				case y.Num == 1:
-					c.UncompressedBits = y.U
-				case y.Num == 2 && x.Num == CompInlineBits:
-					c.Compressed = true
-				case y.Num == 3 && x.Num == CompOutOfLineBits:
-					c.Inner, err = DecodeCompressive(y.B)
-					if err == nil {
-						c.BitsPerValue = c.Inner.BitsPerValue
-					}
-				}
-				return err
-			})
-		case CompRle, CompFsst, CompByteSplit:
-			return Walk(x.B, func(y WireField) error {
-				var err error
-				switch {
-				case x.Num != CompFsst && y.Num == 1, x.Num == CompFsst && y.Num == 2:
-					c.Inner, err = DecodeCompressive(y.B)
-				case x.Num == CompRle && y.Num == 2:
-					c.RunLengths, err = DecodeCompressive(y.B)
-				case x.Num == CompFsst && y.Num == 1:
-					c.SymbolTable = y.B
-				}
-				return err
-			})
-		case CompGeneral:
-			return Walk(x.B, func(y WireField) error {
-				var err error
-				switch y.Num {
-				case 1:
-					c.Scheme, err = decodeScheme(y.B)
-				case 3:
-					c.Inner, err = DecodeCompressive(y.B)
-				}
-				return err
-			})
+		case CompInlineBits, CompOutOfLineBits, CompRle, CompFsst, CompByteSplit, CompGeneral:
+			return c.decodeCompressed(int(x.Num), x.B)
 		case CompFixedSizeList:
 			return Walk(x.B, func(y WireField) error {
 				var err error
@@ -241,6 +203,54 @@ func DecodeCompressive(b []byte) (*Compressive, error) {
 		return nil
 	})
 	return c, err
+}
+
+// decodeCompressed parses the encodings of the official writer's
+// compression: bit-packing, RLE, FSST, byte stream split and general.
+func (c *Compressive) decodeCompressed(kind int, b []byte) error {
+	switch kind {
+	case CompInlineBits, CompOutOfLineBits:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch {
+			case y.Num == 1:
+				c.UncompressedBits = y.U
+			case y.Num == 2 && kind == CompInlineBits:
+				c.Compressed = true
+			case y.Num == 3 && kind == CompOutOfLineBits:
+				c.Inner, err = DecodeCompressive(y.B)
+				if err == nil {
+					c.BitsPerValue = c.Inner.BitsPerValue
+				}
+			}
+			return err
+		})
+	case CompRle, CompFsst, CompByteSplit:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch {
+			case kind != CompFsst && y.Num == 1, kind == CompFsst && y.Num == 2:
+				c.Inner, err = DecodeCompressive(y.B)
+			case kind == CompRle && y.Num == 2:
+				c.RunLengths, err = DecodeCompressive(y.B)
+			case kind == CompFsst && y.Num == 1:
+				c.SymbolTable = y.B
+			}
+			return err
+		})
+	case CompGeneral:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch y.Num {
+			case 1:
+				c.Scheme, err = decodeScheme(y.B)
+			case 3:
+				c.Inner, err = DecodeCompressive(y.B)
+			}
+			return err
+		})
+	}
+	return nil
 }
 
 // decodeScheme returns the name of a lance.encodings21.BufferCompression's
