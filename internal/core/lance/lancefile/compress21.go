@@ -137,6 +137,21 @@ func runLengthDecoded(values, lengths []byte, width, n int) ([]byte, error) {
 	return out, nil
 }
 
+// byteStreamJoined undoes a chunk's byte stream split: byte j of value i
+// is at j*n+i.
+func byteStreamJoined(buf []byte, width, n int) ([]byte, error) {
+	if len(buf) < width*n {
+		return nil, fmt.Errorf("byte stream split of %d bytes for %d values of %d: %w", len(buf), n, width, ErrCorrupt)
+	}
+	out := make([]byte, width*n)
+	for j := range width {
+		for i, b := range buf[j*n : (j+1)*n] {
+			out[i*width+j] = b
+		}
+	}
+	return out, nil
+}
+
 // fsstTable is a parsed FSST symbol table (fsst crate's export, in a
 // buffer of fixed size: a u64 header with the symbol count and the encoder
 // switch, the n symbols as u64, then their n lengths as bytes).

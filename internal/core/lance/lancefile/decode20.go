@@ -78,6 +78,9 @@ func (p *page20) buf(a *lancepb.ArrayEncoding) ([]byte, error) {
 	if int(a.BufferIndex) >= len(p.bufs) {
 		return nil, fmt.Errorf("buffer %d of %d: %w", a.BufferIndex, len(p.bufs), ErrCorrupt)
 	}
+	if a.Compression != "" {
+		return generalDecompress(a.Compression, p.bufs[a.BufferIndex])
+	}
 	return p.bufs[a.BufferIndex], nil
 }
 

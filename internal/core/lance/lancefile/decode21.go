@@ -161,15 +161,23 @@ func decodeFullZip(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataTy
 	case pl.Value == nil || len(bufs) < 1 || pl.NumItems != uint64(n):
 		return nil, fmt.Errorf("full-zip page of %d items for %d rows: %w", pl.NumItems, n, ErrCorrupt)
 	}
-	bits, err := checkValues21(pl.Value, dt)
+	value, scheme := pl.Value, ""
+	if value.Kind == lancepb.CompGeneral && value.Unsupported() == "" {
+		// Each variable-width value is compressed on its own.
+		value, scheme = value.Inner, value.Scheme
+	}
+	bits, err := checkValues21(value, dt)
 	if err != nil {
 		return nil, err
 	}
 	ctrl := btoi(pl.BitsDef > 0)
-	if bits > 0 {
+	if bits > 0 && scheme == "" {
 		return decodeFullZipFixed(pl, bufs[0], n, dt, bits, ctrl)
+	} else if bits > 0 {
+		return nil, fmt.Errorf("full-zip fixed-width values with %s compression: %w", scheme, ErrUnsupported)
 	}
-	return decodeFullZipVariable(pl, bufs, n, dt, -bits/8, ctrl)
+	z := fullZipVariable{width: -bits / 8, ctrl: ctrl, scheme: scheme}
+	return z.decode(pl, bufs, n, dt)
 }
 
 // decodeFullZipFixed reads n fixed-width values of bits bits, each
@@ -237,10 +245,11 @@ func (r rowIndex) at(i int) uint64 {
 	return binary.LittleEndian.Uint64(r.index[8*i:])
 }
 
-// decodeFullZipVariable reads n variable-width values, each preceded by
+// decode reads n variable-width values, each preceded by
 // ctrl control bytes and a length of width bytes, and checks every row
 // start against the repetition index.
-func decodeFullZipVariable(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataType, width, ctrl int) (arrow.Array, error) {
+func (z fullZipVariable) decode(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataType) (arrow.Array, error) {
+	width := z.width
 	buf := bufs[0]
 	if n > len(buf) {
 		return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values: %w", len(buf), n, ErrCorrupt)
@@ -258,7 +267,7 @@ func decodeFullZipVariable(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arro
 		if rows.at(i) != uint64(size-len(buf)) {
 			return nil, fmt.Errorf("full-zip repetition index puts row %d at byte %d, it is at %d: %w", i, rows.at(i), size-len(buf), ErrCorrupt)
 		}
-		if buf, err = fullZipValue(b, buf, width, ctrl); err != nil {
+		if buf, err = z.value(b, buf); err != nil {
 			return nil, fmt.Errorf("full-zip row %d of %d: %w", i, n, err)
 		}
 	}
@@ -268,11 +277,20 @@ func decodeFullZipVariable(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arro
 	return b.finish()
 }
 
-// fullZipValue appends the value at the head of buf to b and returns
-// the rest of buf.
-func fullZipValue(b *builder21, buf []byte, width, ctrl int) ([]byte, error) {
+// fullZipVariable reads the values of a variable-width full-zip page:
+// ctrl (0 or 1) control bytes, a length of width bytes and the bytes of
+// each value, which general compression may have compressed.
+type fullZipVariable struct {
+	width, ctrl int
+	scheme      string
+}
+
+// value appends the value at the head of buf to b and returns the rest
+// of buf.
+func (z fullZipVariable) value(b *builder21, buf []byte) ([]byte, error) {
+	width := z.width
 	valid := true
-	if ctrl > 0 {
+	if z.ctrl > 0 {
 		if len(buf) < 1 {
 			return nil, fmt.Errorf("buffer ends: %w", ErrCorrupt)
 		}
@@ -296,7 +314,14 @@ func fullZipValue(b *builder21, buf []byte, width, ctrl int) ([]byte, error) {
 	if l > uint64(len(buf)) {
 		return nil, fmt.Errorf("value of %d bytes overruns the page: %w", l, ErrCorrupt)
 	}
-	b.variable(buf[:l])
+	v := buf[:l]
+	if z.scheme != "" {
+		var err error
+		if v, err = generalDecompress(z.scheme, v); err != nil {
+			return nil, err
+		}
+	}
+	b.variable(v)
 	return buf[l:], nil
 }
 

@@ -28,6 +28,9 @@ func newDictionary21(pl *lancepb.PageLayout, bufs [][]byte, dt arrow.DataType) (
 		return nil, fmt.Errorf("dictionary page without its dictionary buffer: %w", ErrCorrupt)
 	}
 	buf := bufs[2]
+	if n > uint64(len(buf)) {
+		return nil, fmt.Errorf("dictionary of %d bytes cannot hold %d items: %w", len(buf), n, ErrCorrupt)
+	}
 	if c.Kind == lancepb.CompFlat && !c.Compressed && !isBinary(dt) && int(c.BitsPerValue) == bitsPerValue(dt) && c.BitsPerValue%8 == 0 {
 		w := int(c.BitsPerValue / 8)
 		if uint64(len(buf)) < n*uint64(w) {
@@ -58,7 +61,7 @@ func newDictionary21(pl *lancepb.PageLayout, bufs [][]byte, dt arrow.DataType) (
 			start, at = int(binary.LittleEndian.Uint64(buf[8:])), 16
 		}
 	}
-	if (width != 4 && width != 8) || start > len(buf) || uint64(start-at) < (n+1)*uint64(width) {
+	if (width != 4 && width != 8) || start < at || start > len(buf) || uint64(start-at) < (n+1)*uint64(width) {
 		return nil, fmt.Errorf("dictionary of %d items with %d-byte offsets ending at %d of %d bytes: %w", n, width, start, len(buf), ErrCorrupt)
 	}
 	d := &dictionary21{data: buf[start:], offs: make([]uint64, n+1)}

@@ -15,12 +15,15 @@ const miniBlockMaxCount = 1 << 15
 // miniBlock decodes the chunks of one mini-block page.
 type miniBlock struct {
 	pl    *lancepb.PageLayout
+	v     *lancepb.Compressive // pl.Value without general compression and FSST
 	dt    arrow.DataType
 	b     *builder21
 	bits  int // bits per fixed-width value (of an index for a dictionary)
 	width int // bytes per offset of variable-width values
 	fsst  *fsstTable
 	dict  *dictionary21
+	// general names the compression of each chunk's first buffer.
+	general string
 }
 
 // decodeMiniBlock decodes buffer 1's chunks as described by buffer 0's
@@ -71,6 +74,9 @@ func newMiniBlock(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataTyp
 	if what := v.Unsupported(); what != "" {
 		return nil, fmt.Errorf("%s: %w", what, ErrUnsupported)
 	}
+	if v.Kind == lancepb.CompGeneral {
+		m.general, v = v.Scheme, v.Inner
+	}
 	if v.Kind == lancepb.CompFsst {
 		t, err := parseFsstTable(v.SymbolTable)
 		if err != nil {
@@ -100,9 +106,13 @@ func newMiniBlock(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataTyp
 		if m.bits != want || m.bits == 0 || (m.bits > 1 && m.bits%8 != 0) {
 			return nil, fmt.Errorf("values of %d bits (%s) do not match %s: %w", m.bits, describe21(v), dt, ErrUnsupported)
 		}
+		if (m.dict != nil || (v.Kind != lancepb.CompFlat && v.Kind != lancepb.CompFixedSizeList)) && !wordBits(m.bits) {
+			return nil, fmt.Errorf("%s of %d-bit values: %w", describe21(v), m.bits, ErrUnsupported)
+		}
 	default:
 		return nil, fmt.Errorf("%s column encoded as %s: %w", dt, describe21(pl.Value), ErrUnsupported)
 	}
+	m.v = v
 	bits := m.bits
 	if m.dict != nil || m.width > 0 {
 		bits = 0
@@ -110,6 +120,10 @@ func newMiniBlock(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataTyp
 	m.b = newBuilder21(dt, bits, n)
 	return m, nil
 }
+
+// wordBits reports whether bits is the width of a machine word, which
+// bit-packing, RLE and dictionary indices require.
+func wordBits(bits int) bool { return bits == 8 || bits == 16 || bits == 32 || bits == 64 }
 
 // fixedBits21 returns the width of the values a fixed-width encoding
 // decodes to.
@@ -119,7 +133,7 @@ func fixedBits21(c *lancepb.Compressive) int {
 		return int(c.BitsPerValue)
 	case lancepb.CompInlineBits, lancepb.CompOutOfLineBits:
 		return int(c.UncompressedBits)
-	case lancepb.CompRle:
+	case lancepb.CompRle, lancepb.CompByteSplit:
 		return int(c.Inner.BitsPerValue)
 	case lancepb.CompFixedSizeList:
 		return int(c.Values.BitsPerValue * c.ItemsPerValue)
@@ -168,6 +182,11 @@ func (m *miniBlock) chunk(raw []byte, count int) error {
 	if err != nil {
 		return err
 	}
+	if m.general != "" {
+		if c.bufs[0], err = generalDecompress(m.general, c.bufs[0]); err != nil {
+			return err
+		}
+	}
 	var def []byte
 	if m.pl.Def != nil {
 		if c.levels != count {
@@ -184,7 +203,7 @@ func (m *miniBlock) chunk(raw []byte, count int) error {
 	if m.width > 0 {
 		return m.variable(c.bufs[0], count)
 	}
-	if m.pl.Value.Kind == lancepb.CompFixedSizeList && m.pl.Value.HasValidity {
+	if m.v.Kind == lancepb.CompFixedSizeList && m.v.HasValidity {
 		if len(c.bufs) != 2 {
 			return fmt.Errorf("fixed_size_list chunk with item validity in %d buffers: %w", len(c.bufs), ErrCorrupt)
 		}
@@ -205,7 +224,7 @@ func (m *miniBlock) chunk(raw []byte, count int) error {
 
 // fixed decodes count fixed-width values (bit-packed for booleans).
 func (m *miniBlock) fixed(bufs [][]byte, count int) ([]byte, error) {
-	v := m.pl.Value
+	v := m.v
 	switch v.Kind {
 	case lancepb.CompInlineBits:
 		return inlineBitpacked(bufs[0], m.bits, count)
@@ -216,6 +235,8 @@ func (m *miniBlock) fixed(bufs [][]byte, count int) ([]byte, error) {
 			return nil, fmt.Errorf("rle chunk with %d buffers: %w", len(bufs), ErrCorrupt)
 		}
 		return runLengthDecoded(bufs[0], bufs[1], m.bits/8, count)
+	case lancepb.CompByteSplit:
+		return byteStreamJoined(bufs[0], m.bits/8, count)
 	}
 	return bufs[0], nil
 }

@@ -106,7 +106,7 @@ func (a *ArrayEncoding) Unsupported() string {
 	}
 	switch a.Kind {
 	case EncFlat:
-		if a.Compression != "" {
+		if a.Compression != "" && a.Compression != "zstd" && a.Compression != "lz4" {
 			return "compressed flat buffer (" + a.Compression + ")"
 		}
 		if a.BufferType != 0 {
@@ -205,32 +205,46 @@ func DecodeArrayEncoding(b []byte) (*ArrayEncoding, error) {
 				}
 				return nil
 			})
-		case EncBinary:
-			return Walk(x.B, func(y WireField) error {
-				switch y.Num {
-				case 1:
-					return sub(&a.Indices, y.B)
-				case 2:
-					return sub(&a.Bytes, y.B)
-				case 3:
-					a.NullAdjustment = y.U
-				}
-				return nil
-			})
-		case EncDictionary:
-			return Walk(x.B, func(y WireField) error {
-				switch y.Num {
-				case 1:
-					return sub(&a.Indices, y.B)
-				case 2:
-					return sub(&a.Items, y.B)
-				case 3:
-					a.NumDictionaryItems = y.U
-				}
-				return nil
-			})
+		case EncBinary, EncDictionary:
+			return a.decodeStrings(int(x.Num), x.B)
 		}
 		return nil
 	})
 	return a, err
+}
+
+// decodeStrings parses a binary encoding or a dictionary (of strings).
+func (a *ArrayEncoding) decodeStrings(kind int, b []byte) error {
+	sub := func(dst **ArrayEncoding, raw []byte) error {
+		v, err := DecodeArrayEncoding(raw)
+		*dst = v
+		return err
+	}
+	switch kind {
+	case EncBinary:
+		return Walk(b, func(y WireField) error {
+			switch y.Num {
+			case 1:
+				return sub(&a.Indices, y.B)
+			case 2:
+				return sub(&a.Bytes, y.B)
+			case 3:
+				a.NullAdjustment = y.U
+			}
+			return nil
+		})
+	case EncDictionary:
+		return Walk(b, func(y WireField) error {
+			switch y.Num {
+			case 1:
+				return sub(&a.Indices, y.B)
+			case 2:
+				return sub(&a.Items, y.B)
+			case 3:
+				a.NumDictionaryItems = y.U
+			}
+			return nil
+		})
+	}
+	return nil
 }

@@ -29,6 +29,8 @@ const (
 	CompInlineBits    = 5
 	CompFsst          = 6
 	CompRle           = 8
+	CompByteSplit     = 9
+	CompGeneral       = 10
 	CompFixedSizeList = 11
 )
 
@@ -49,12 +51,16 @@ type Compressive struct {
 	// UncompressedBits is the value width of bit-packed data.
 	UncompressedBits uint64
 	// Inner holds the packed values (out-of-line bit-packing), the run
-	// values (RLE) or the compressed strings (FSST).
+	// values (RLE), the compressed strings (FSST), the split values (byte
+	// stream split) or what general compression compressed.
 	Inner *Compressive
 	// RunLengths are RLE's run lengths.
 	RunLengths *Compressive
 	// SymbolTable is FSST's serialized symbol table.
 	SymbolTable []byte
+	// Scheme names the general compression ("lz4", "zstd") of Inner's
+	// first buffer.
+	Scheme string
 	// Compressed is set when a flat buffer or variable values carry a
 	// BufferCompression (lz4, zstd).
 	Compressed bool
@@ -131,6 +137,19 @@ func (c *Compressive) Unsupported() string {
 			return "fsst of values other than variable"
 		}
 		return c.Inner.Unsupported()
+	case CompByteSplit:
+		if c.Inner == nil || c.Inner.Kind != CompFlat {
+			return "byte_stream_split of values other than flat"
+		}
+		return c.Inner.Unsupported()
+	case CompGeneral:
+		if c.Scheme != "lz4" && c.Scheme != "zstd" {
+			return "general compression " + c.Scheme
+		}
+		if c.Inner == nil || c.Inner.Kind == CompGeneral {
+			return "general compression of nothing or of itself"
+		}
+		return c.Inner.Unsupported()
 	}
 	if n, ok := compNames21[c.Kind]; ok {
 		return n + " compression"
@@ -165,35 +184,8 @@ func DecodeCompressive(b []byte) (*Compressive, error) {
 				}
 				return err
 			})
-		case CompInlineBits, CompOutOfLineBits:
-			return Walk(x.B, func(y WireField) error {
-				var err error
-				switch {
-				case y.Num == 1:
-					c.UncompressedBits = y.U
-				case y.Num == 2 && x.Num == CompInlineBits:
-					c.Compressed = true
-				case y.Num == 3 && x.Num == CompOutOfLineBits:
-					c.Inner, err = DecodeCompressive(y.B)
-					if err == nil {
-						c.BitsPerValue = c.Inner.BitsPerValue
-					}
-				}
-				return err
-			})
-		case CompRle, CompFsst:
-			return Walk(x.B, func(y WireField) error {
-				var err error
-				switch {
-				case x.Num == CompRle && y.Num == 1, x.Num == CompFsst && y.Num == 2:
-					c.Inner, err = DecodeCompressive(y.B)
-				case x.Num == CompRle && y.Num == 2:
-					c.RunLengths, err = DecodeCompressive(y.B)
-				case x.Num == CompFsst && y.Num == 1:
-					c.SymbolTable = y.B
-				}
-				return err
-			})
+		case CompInlineBits, CompOutOfLineBits, CompRle, CompFsst, CompByteSplit, CompGeneral:
+			return c.decodeCompressed(int(x.Num), x.B)
 		case CompFixedSizeList:
 			return Walk(x.B, func(y WireField) error {
 				var err error
@@ -211,6 +203,74 @@ func DecodeCompressive(b []byte) (*Compressive, error) {
 		return nil
 	})
 	return c, err
+}
+
+// decodeCompressed parses the encodings of the official writer's
+// compression: bit-packing, RLE, FSST, byte stream split and general.
+func (c *Compressive) decodeCompressed(kind int, b []byte) error {
+	switch kind {
+	case CompInlineBits, CompOutOfLineBits:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch {
+			case y.Num == 1:
+				c.UncompressedBits = y.U
+			case y.Num == 2 && kind == CompInlineBits:
+				c.Compressed = true
+			case y.Num == 3 && kind == CompOutOfLineBits:
+				c.Inner, err = DecodeCompressive(y.B)
+				if err == nil {
+					c.BitsPerValue = c.Inner.BitsPerValue
+				}
+			}
+			return err
+		})
+	case CompRle, CompFsst, CompByteSplit:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch {
+			case kind != CompFsst && y.Num == 1, kind == CompFsst && y.Num == 2:
+				c.Inner, err = DecodeCompressive(y.B)
+			case kind == CompRle && y.Num == 2:
+				c.RunLengths, err = DecodeCompressive(y.B)
+			case kind == CompFsst && y.Num == 1:
+				c.SymbolTable = y.B
+			}
+			return err
+		})
+	case CompGeneral:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch y.Num {
+			case 1:
+				c.Scheme, err = decodeScheme(y.B)
+			case 3:
+				c.Inner, err = DecodeCompressive(y.B)
+			}
+			return err
+		})
+	}
+	return nil
+}
+
+// decodeScheme returns the name of a lance.encodings21.BufferCompression's
+// scheme.
+func decodeScheme(b []byte) (string, error) {
+	scheme := "unspecified"
+	err := Walk(b, func(y WireField) error {
+		if y.Num == 1 {
+			switch y.U {
+			case 1:
+				scheme = "lz4"
+			case 2:
+				scheme = "zstd"
+			default:
+				scheme = fmt.Sprintf("scheme %d", y.U)
+			}
+		}
+		return nil
+	})
+	return scheme, err
 }
 
 // PageLayout is lance.encodings21.PageLayout with the fields of the layouts
