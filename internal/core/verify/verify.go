@@ -1,8 +1,12 @@
-// Package verify checks a table against the WAL it was published from
-// (`walctl verify`): every ACKed record at or below the table's watermarks
-// is in the table exactly once, none above them is, and the data files say
-// what their descriptor sets say. It reads only: the table through walctl's
-// managed reader, the WAL through Read and Stats.
+// Package verify audits a table against the WAL it was published from
+// (`walctl verify`): per shard, the multiset of records in the table equals
+// the multiset of ACKed records from position 1 to the watermark — compared
+// record by record where the WAL retains them and by the digests recorded
+// beside each plan where it is trimmed — whatever compaction, official
+// appends and deletions did to the fragments; none above the watermark is
+// in the table, and walctl's data files say what their descriptors say. It
+// reads only: the table through walctl's managed reader, the WAL through
+// Read and Stats, walctl's records under _walctl/.
 package verify
 
 import (
