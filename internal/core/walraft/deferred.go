@@ -103,11 +103,10 @@ func (f *fsm) startReplay(r appliedRec) error {
 			f.replay[k], f.replayPos[k] = cur-rs.Before, rs.Before
 		}
 	}
+	f.log.Info("walraft: appends from raft index on are redone from the raft log beyond what the engine kept", "from", r.Index, "kept", fmt.Sprint(f.replay))
 	if len(f.replay) == 0 {
 		f.replay = nil
-		return nil
 	}
-	f.log.Info("walraft: appends after raft index redone from the raft log", "from", r.Index, "landed", fmt.Sprint(f.replay))
 	return nil
 }
 
