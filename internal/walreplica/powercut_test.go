@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walctl/walctl/internal/core/walflight"
 	"github.com/walctl/walctl/internal/testutil/powerfs"
 )
 
@@ -78,15 +77,7 @@ func TestReplicaLosesUnsyncedEngineTailToAPowerCut(t *testing.T) {
 	if !strings.Contains(victim.Proc.Stderr(), "redone from the raft log beyond what the engine kept") {
 		t.Fatalf("%s did not redo appends from its raft log after the cut; its log:\n%s", cut, victim.Proc.Stderr())
 	}
-	g.Replicas[0].Proc.Kill()
-	g.Replicas[1].Proc.Kill()
-	alone, err := walflight.Dial(context.Background(), victim.Addr, c.clientOptions(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alone.Close()
-	ids, bodies := walIDs(context.Background(), t, alone, "t", 1)
-	l.check(t, "replica after a power cut, alone", ids, bodies)
+	servesAlone(t, c, g, victim, l, "replica after a power cut, alone")
 }
 
 func waitBytes(t *testing.T, l *ledger, n int64) {
