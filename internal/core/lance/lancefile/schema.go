@@ -1,5 +1,7 @@
 // Package lancefile writes and reads Lance v2 data files (file format 2.0 and
-// 2.1) for the flat Arrow schemas walctl supports, without compression.
+// 2.1) for the flat Arrow schemas walctl supports. It writes without
+// compression and reads what the official writer compresses too
+// (bit-packing, RLE, FSST, dictionaries, byte stream split, zstd, lz4).
 package lancefile
 
 import (
