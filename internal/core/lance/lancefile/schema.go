@@ -19,8 +19,8 @@ import (
 // inconsistent metadata.
 var ErrCorrupt = fmt.Errorf("corrupt data file: %w", errs.ErrCorrupt)
 
-// ErrUnsupported marks something walctl cannot read or extend (compressed
-// pages, deletion files, stable row ids ...).
+// ErrUnsupported marks something walctl cannot read or extend (nested
+// data, blob pages, 2.2 layouts, deletion files, stable row ids ...).
 var ErrUnsupported = fmt.Errorf("unsupported by walctl: %w", errs.ErrInvalid)
 
 // ErrUnsupportedType is returned for an Arrow or Lance type walctl cannot
