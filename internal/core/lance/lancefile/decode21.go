@@ -1,7 +1,6 @@
 package lancefile
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -233,17 +232,7 @@ func newRowIndex(bufs [][]byte, n int) (rowIndex, error) {
 	return rowIndex{index: index, width: iw}, nil
 }
 
-func (r rowIndex) at(i int) uint64 {
-	switch r.width {
-	case 1:
-		return uint64(r.index[i])
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(r.index[2*i:]))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(r.index[4*i:]))
-	}
-	return binary.LittleEndian.Uint64(r.index[8*i:])
-}
+func (r rowIndex) at(i int) uint64 { return getWord(r.index, r.width, i) }
 
 // decode reads n variable-width values, each preceded by
 // ctrl control bytes and a length of width bytes, and checks every row
@@ -304,12 +293,7 @@ func (z fullZipVariable) value(b *builder21, buf []byte) ([]byte, error) {
 	if len(buf) < width {
 		return nil, fmt.Errorf("buffer ends: %w", ErrCorrupt)
 	}
-	var l uint64
-	if width == 8 {
-		l = binary.LittleEndian.Uint64(buf)
-	} else {
-		l = uint64(binary.LittleEndian.Uint32(buf))
-	}
+	l := getWord(buf, width, 0)
 	buf = buf[width:]
 	if l > uint64(len(buf)) {
 		return nil, fmt.Errorf("value of %d bytes overruns the page: %w", l, ErrCorrupt)

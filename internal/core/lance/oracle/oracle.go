@@ -188,20 +188,30 @@ type Result struct {
 }
 
 func (o *Oracle) withRows(ctx context.Context, cmd, root string, rows any, extra ...string) (*Result, error) {
+	return o.withFile(ctx, cmd, root, "oracle-rows-*.json", func(f *os.File) error {
+		return json.NewEncoder(f).Encode(rows)
+	}, extra...)
+}
+
+// withFile runs an oracle command on root whose argument is a temporary
+// file that write fills.
+func (o *Oracle) withFile(ctx context.Context, cmd, root, pattern string, write func(*os.File) error, extra ...string) (*Result, error) {
 	dir, name, err := split(root)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp("", "oracle-rows-*.json")
+	f, err := os.CreateTemp("", pattern)
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(f.Name())
-	if err := json.NewEncoder(f).Encode(rows); err != nil {
-		f.Close()
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, err
 	}
-	f.Close()
 	var r Result
 	return &r, o.Run(ctx, &r, append([]string{cmd, dir, name, f.Name()}, extra...)...)
 }
@@ -244,32 +254,16 @@ func (o *Oracle) withIPC(ctx context.Context, cmd, root string, recs []arrow.Rec
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("no record batches: %w", errs.ErrInvalid)
 	}
-	dir, name, err := split(root)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.CreateTemp("", "oracle-batches-*.arrow")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	w := ipc.NewWriter(f, ipc.WithSchema(recs[0].Schema()))
-	for _, r := range recs {
-		if err = w.Write(r); err != nil {
-			break
+	return o.withFile(ctx, cmd, root, "oracle-batches-*.arrow", func(f *os.File) error {
+		w := ipc.NewWriter(f, ipc.WithSchema(recs[0].Schema()))
+		for _, r := range recs {
+			if err := w.Write(r); err != nil {
+				w.Close()
+				return err
+			}
 		}
-	}
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	var r Result
-	return &r, o.Run(ctx, &r, append([]string{cmd, dir, name, f.Name()}, extra...)...)
+		return w.Close()
+	}, extra...)
 }
 
 // Optimize runs the official table.optimize() (compaction and cleanup).
