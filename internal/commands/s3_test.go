@@ -78,6 +78,34 @@ func TestQuickstartOnS3(t *testing.T) {
 	if err != nil || len(list.Contents) < 2 {
 		t.Fatalf("manifests in the bucket: %v, %v", list, err)
 	}
+	// Compact and clean on the bucket: the merged table reads and verifies,
+	// and clean removed the old versions and the files only they needed.
+	for _, step := range [][]string{
+		{"table", "compact", "--table", "quickstart"},
+		{"table", "clean", "--table", "quickstart", "--older-than", "0s"},
+		{"verify", "--table", "quickstart"},
+		{"table", "read", "--table", "quickstart", "--count"},
+		{"table", "history", "--table", "quickstart"},
+	} {
+		code, out, errOut = walctlS3(t, srv, srv.Endpoint, append(step, "--data-dir", data, "--lance-root", root, "--output", "json")...)
+		if code != 0 {
+			t.Fatalf("%v on the bucket: exit %d\n%s\n%s", step, code, out, errOut)
+		}
+		switch step[1] {
+		case "clean":
+			if !strings.Contains(out, `"versions_kept": 1`) || strings.Contains(out, `"files_removed": []`) {
+				t.Fatalf("clean on the bucket removed nothing: %s", out)
+			}
+		case "read":
+			if !strings.Contains(out, `"row_count": 4000`) {
+				t.Fatalf("read after compact and clean: %s", out)
+			}
+		case "history":
+			if !strings.Contains(out, `"operation": "compaction"`) {
+				t.Fatalf("history after compact and clean: %s", out)
+			}
+		}
+	}
 }
 
 // A store that ignores If-None-Match is refused by doctor and by a writer's
