@@ -45,7 +45,7 @@ what the Job runs. submit, status and cancel talk to the master API at --master
 from WALCTL_MASTER_TOKEN or master.token. 'catchup policy' shows and changes
 the policy stored in etcd.`,
 	}
-	cmd.AddCommand(NewCmdRun(f, nil), NewCmdSubmit(f, nil), NewCmdStatus(f, nil), NewCmdCancel(f, nil), NewCmdPolicy(f))
+	cmd.AddCommand(NewCmdRun(f, nil), NewCmdSubmit(f, nil), NewCmdStatus(f, nil), NewCmdCancel(f, nil), NewCmdList(f, nil), NewCmdPolicy(f))
 	return cmd
 }
 
