@@ -368,3 +368,31 @@ func (s *Store) leaderTxn(ctx context.Context, op string, cmps []clientv3.Cmp, t
 	inner.Header = resp.Header
 	return inner, nil
 }
+
+// WaitLeader returns the leader once one is elected, watching the election
+// from the revision it read (no polling). On cancellation it returns ctx's
+// cause; an unknown election record fails closed.
+func (s *Store) WaitLeader(ctx context.Context) (LeaderInfo, error) {
+	for {
+		cctx, cancel := s.callCtx(ctx)
+		resp, err := s.cli.Get(cctx, s.electionPrefix(), clientv3.WithFirstCreate()...)
+		cancel()
+		if err != nil {
+			return LeaderInfo{}, unavailable(ctx, s.c, "read the catch-up leader", err)
+		}
+		if len(resp.Kvs) > 0 {
+			var li LeaderInfo
+			return li, decodeKV(resp.Kvs[0], KindLeader, &li)
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		wch := s.cli.Watch(wctx, s.electionPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterDelete())
+		select {
+		case <-ctx.Done():
+		case <-wch:
+		}
+		wcancel()
+		if ctx.Err() != nil {
+			return LeaderInfo{}, context.Cause(ctx)
+		}
+	}
+}

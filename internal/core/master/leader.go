@@ -59,6 +59,24 @@ type replica struct {
 
 	mu  sync.Mutex
 	cur Catchup // the term's, nil while following
+	// led is closed when this replica's first term starts.
+	led     chan struct{}
+	ledOnce sync.Once
+}
+
+// ready returns once a client's request will not be refused for an
+// election in progress: this replica leads, or another one does.
+func (r *replica) ready(ctx context.Context) error {
+	li, err := r.s.WaitLeader(ctx)
+	if err != nil || li.ID != r.id {
+		return err
+	}
+	select {
+	case <-r.led:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 func (r *replica) current() Catchup {
@@ -160,6 +178,7 @@ func (r *replica) runTerm(ctx context.Context, term *catchup.Term) error {
 	defer stop()
 	r.cfg.Metrics.SetLeader(true)
 	r.set(NewCatchup(m, ctrl))
+	r.ledOnce.Do(func() { close(r.led) })
 	r.cfg.Logger.InfoContext(ctx, "catch-up leader: this master leads", "id", r.id, "key", term.Key(), "revision", term.Rev())
 	err = ctrl.Run(tctx)
 	r.set(nil)

@@ -112,7 +112,8 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		return fmt.Errorf("master.listen %s: %v: %w", cfg.Listen, err, errs.ErrInvalid)
 	}
 	url := "http://" + lis.Addr().String()
-	rep := &replica{m: m, s: store, runner: runner, cfg: cfg, id: cfg.ID, url: cfg.AdvertiseURL, clock: clock.RealClock{}}
+	rep := &replica{m: m, s: store, runner: runner, cfg: cfg, id: cfg.ID, url: cfg.AdvertiseURL, clock: clock.RealClock{},
+		led: make(chan struct{})}
 	if rep.id == "" {
 		host, _ := os.Hostname()
 		rep.id = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -138,7 +139,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if cfg.Started != nil {
 		cfg.Started(url)
 	}
-	err = serve(ctx, lis, api, rep.lead, cfg.ShutdownGrace)
+	err = serve(ctx, lis, api, rep.lead, rep.ready, cfg.ShutdownGrace)
 	if err != nil {
 		return err
 	}
@@ -146,10 +147,11 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	return nil
 }
 
-// serve runs lead (the campaign and the controller) and the HTTP server
+// serve runs lead (the campaign and the controller) and, once ready, the
+// HTTP server (connections wait in the listener's backlog until then)
 // until ctx ends or either fails, then shuts the server down within grace
 // and joins lead.
-func serve(ctx context.Context, lis net.Listener, api http.Handler, lead func(context.Context) error, grace time.Duration) error {
+func serve(ctx context.Context, lis net.Listener, api http.Handler, lead, ready func(context.Context) error, grace time.Duration) error {
 	cctx, stopCtrl := context.WithCancel(ctx)
 	defer stopCtrl()
 	var wg sync.WaitGroup
@@ -159,7 +161,14 @@ func serve(ctx context.Context, lis net.Listener, api http.Handler, lead func(co
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(lis) }()
+	go func() {
+		if err := ready(cctx); err != nil {
+			lis.Close()
+			srvErr <- err
+			return
+		}
+		srvErr <- srv.Serve(lis)
+	}()
 
 	var runErr error
 	select {
