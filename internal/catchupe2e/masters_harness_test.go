@@ -45,6 +45,9 @@ type trio struct {
 	tables  []string
 	masters []*replicaProc
 	args    []string
+	// scanInterval is the masters' backlog scan interval (default the
+	// observe interval).
+	scanInterval time.Duration
 }
 
 // replicaProc is one master process (restartable under its name).
@@ -55,10 +58,10 @@ type replicaProc struct {
 	url  string
 }
 
-// newTrio starts etcd, the WAL server and the tables, each with a sealed
-// backlog of several generations; policyArgs are the catch-up flags every
+// newTrio starts etcd, the WAL server and the tables (with preload, each
+// with a sealed backlog of several generations: load); policyArgs are the catch-up flags every
 // master runs with (they must agree: the policy is persisted).
-func newTrio(t *testing.T, tables []string, policyArgs ...string) *trio {
+func newTrio(t *testing.T, tables []string, preload bool, policyArgs ...string) *trio {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
@@ -78,7 +81,7 @@ func newTrio(t *testing.T, tables []string, policyArgs ...string) *trio {
 		t.Fatal(err)
 	}
 	tr := &trio{t: t, ctx: ctx, dir: dir, etcd: srv, cli: co.Etcd(), store: catchup.NewStore(co, catchup.StoreOptions{}),
-		tables: tables, args: policyArgs}
+		tables: tables, args: policyArgs, scanInterval: observeInterval}
 	tr.walctl = proc.NewRunner(walctlBin, dir, "WALCTL_ETCD_ENDPOINTS="+srv.Endpoint(), "WALCTL_WAL="+walAddr,
 		"WALCTL_LANCE_ROOT="+filepath.Join(dir, "tables"), "WALCTL_MASTER_TOKEN="+token,
 		"WALCTL_WAL_GENERATION_BYTES=32768", "WALCTL_WAL_GENERATION_AGE=1h", "WALCTL_LOG_LEVEL=info")
@@ -93,10 +96,18 @@ func newTrio(t *testing.T, tables []string, policyArgs ...string) *trio {
 	}
 	for _, table := range tables {
 		tr.run("table", "create", table, "--schema", schemaFile, "--shards", "1")
-		tr.run("wal", "load", "--table", table, "--bytes", "200KiB", "--batch-rows", "50", "--producers", "1")
-		tr.run("wal", "seal", "--table", table)
+		if preload {
+			tr.load(table)
+		}
 	}
 	return tr
+}
+
+// load gives table a sealed backlog of several generations.
+func (tr *trio) load(table string) {
+	tr.t.Helper()
+	tr.run("wal", "load", "--table", table, "--bytes", "200KiB", "--batch-rows", "50", "--producers", "1")
+	tr.run("wal", "seal", "--table", table)
 }
 
 // run runs a one-shot walctl command and requires exit 0.
@@ -117,7 +128,7 @@ func (tr *trio) start(name string, env ...string) *replicaProc {
 	_ = os.Remove(filepath.Join(dir, "master", "ENDPOINT"))
 	env = append([]string{"WALCTL_MASTER_LOCAL_GRACE=1s"}, env...)
 	args := append([]string{"--data-dir", dir, "master", "run", "--listen", "127.0.0.1:0",
-		"--leader-ttl", leaderTTL.String(), "--observe-interval", observeInterval.String(), "--scan-interval", observeInterval.String()},
+		"--leader-ttl", leaderTTL.String(), "--observe-interval", observeInterval.String(), "--scan-interval", tr.scanInterval.String()},
 		tr.args...)
 	p := tr.walctl.Start(tr.t, name, env, args...)
 	m := &replicaProc{name: name, dir: dir, p: p}

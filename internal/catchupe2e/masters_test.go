@@ -24,7 +24,7 @@ import (
 // exceeded max_jobs — and no executor process was started twice.
 func TestThreeMastersLeaderKilledDuringAdmissionStorm(t *testing.T) {
 	tables := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-	tr := newTrio(t, tables, "--enabled", "--owned-targets", strings.Join(tables, ","), "--max-jobs", "2",
+	tr := newTrio(t, tables, true, "--enabled", "--owned-targets", strings.Join(tables, ","), "--max-jobs", "2",
 		"--threshold-generations", "2", "--backoff-min", "1s", "--backoff-max", "2s")
 	for _, name := range []string{"m0", "m1", "m2"} {
 		tr.start(name)
@@ -97,13 +97,19 @@ func TestThreeMastersLeaderKilledDuringAdmissionStorm(t *testing.T) {
 // with one failure counted.
 func TestThreeMastersLeaderKilledDuringStallCancellation(t *testing.T) {
 	fpDir := t.TempDir()
-	tr := newTrio(t, []string{"calm", "kill"}, "--enabled", "--owned-targets", "calm,kill", "--max-jobs", "2",
+	// Nothing is admitted but through the API: no backlog when the masters
+	// start (their first scan), no later scan.
+	tr := newTrio(t, []string{"calm", "kill"}, false, "--enabled", "--owned-targets", "calm,kill", "--max-jobs", "2",
 		"--threshold-generations", "2", "--startup-window", "1s", "--idle", "2s", "--confirmation", "1s",
 		"--backoff-min", "1h", "--backoff-max", "1h")
+	tr.scanInterval = time.Hour
 	env := []string{failpoint.EnvSpec + "=" + failpoint.AfterWALEpochCheck + "=pause*1", failpoint.EnvDir + "=" + fpDir}
 	for _, name := range []string{"m0", "m1", "m2"} {
 		tr.start(name, env...)
 	}
+	tr.load("calm")
+	tr.load("kill")
+	tr.run("backlog", "scan")
 	stalled := func(table string, kill bool) catchup.Status {
 		t.Helper()
 		lead, _ := tr.leader(nil)
@@ -154,7 +160,7 @@ func TestThreeMastersLeaderKilledDuringStallCancellation(t *testing.T) {
 // leader counts it, stops its controller and answers as a follower.
 func TestSIGSTOPLeaderPastLeaseWritesRefused(t *testing.T) {
 	fpDir := t.TempDir()
-	tr := newTrio(t, []string{"p0"}, "--enabled", "--owned-targets", "p0", "--threshold-generations", "2")
+	tr := newTrio(t, []string{"p0"}, true, "--enabled", "--owned-targets", "p0", "--threshold-generations", "2")
 	old := tr.start("m0", failpoint.EnvSpec+"="+failpoint.BeforeControllerWrite+"=pause*1", failpoint.EnvDir+"="+fpDir)
 	if m, _ := tr.leader(nil); m != old {
 		t.Fatalf("%s leads, want m0", m)
