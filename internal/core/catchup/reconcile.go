@@ -231,10 +231,7 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			_, err := c.put(ctx, v, rec)
 			return true, 0, err
 		}
-		if err := c.s.acting(); err != nil {
-			return false, 0, err
-		}
-		err := c.r.Terminate(ctx, *rec.Job)
+		err := c.terminateJob(ctx, *rec.Job)
 		switch {
 		case err == nil || errors.Is(err, ErrJobNotFound):
 			t.Done = true
@@ -274,6 +271,15 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 		}
 	}
 	return c.release(ctx, v, t)
+}
+
+// terminateJob is Runner.Terminate for a controller still within its
+// leadership term (a deposed leader terminates nothing).
+func (c *Controller) terminateJob(ctx context.Context, ref JobRef) error {
+	if err := c.s.acting(); err != nil {
+		return err
+	}
+	return c.r.Terminate(ctx, ref)
 }
 
 // finish waits for every Pod of a Job that ended by itself, then releases.
