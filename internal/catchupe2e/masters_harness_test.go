@@ -18,8 +18,8 @@ import (
 
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/coord"
-	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/testutil/proc"
+	"github.com/walctl/walctl/internal/testutil/stack"
 )
 
 // Timing of the multi-master fleet: a short lease so that takeovers happen
@@ -38,7 +38,6 @@ type trio struct {
 	t       *testing.T
 	ctx     context.Context
 	dir     string
-	etcd    *etcdembed.Server
 	cli     *clientv3.Client
 	store   *catchup.Store
 	walctl  *proc.Runner
@@ -63,27 +62,17 @@ type replicaProc struct {
 // master runs with (they must agree: the policy is persisted).
 func newTrio(t *testing.T, tables []string, preload bool, policyArgs ...string) *trio {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	srv, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	co, err := coord.Connect(ctx, coord.Config{Endpoints: []string{srv.Endpoint()}, Prefix: etcdPrefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { co.Close() })
+	st := stack.StartEtcd(t, testTimeout)
+	ctx, dir, srv := st.Ctx, st.Dir, st.Etcd
+	co := st.Coord(t, coord.Config{Prefix: etcdPrefix})
 	walAddr, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &trio{t: t, ctx: ctx, dir: dir, etcd: srv, cli: co.Etcd(), store: catchup.NewStore(co, catchup.StoreOptions{}),
+	tr := &trio{t: t, ctx: ctx, dir: dir, cli: co.Etcd(), store: catchup.NewStore(co, catchup.StoreOptions{}),
 		tables: tables, args: policyArgs, scanInterval: observeInterval}
 	tr.walctl = proc.NewRunner(walctlBin, dir, "WALCTL_ETCD_ENDPOINTS="+srv.Endpoint(), "WALCTL_WAL="+walAddr,
-		"WALCTL_LANCE_ROOT="+filepath.Join(dir, "tables"), "WALCTL_MASTER_TOKEN="+token,
+		"WALCTL_LANCE_ROOT="+st.LanceRoot, "WALCTL_MASTER_TOKEN="+token,
 		"WALCTL_WAL_GENERATION_BYTES=32768", "WALCTL_WAL_GENERATION_AGE=1h", "WALCTL_LOG_LEVEL=info")
 	tr.walctl.WaitTimeout = waitTimeout
 	addrFile := filepath.Join(dir, "wal.addr")

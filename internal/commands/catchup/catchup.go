@@ -87,28 +87,25 @@ func newDeps(f *cmdutil.Factory) deps {
 			}
 			return c, err
 		},
-		Policies: func(ctx context.Context) (PolicyStore, error) {
-			co, err := f.Coord(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
-		},
-		Print: f.Print,
+		Policies: func(ctx context.Context) (PolicyStore, error) { return records(ctx, f) },
+		Print:    f.Print,
 	}
+}
+
+// records opens the catch-up records on the configured etcd.
+func records(ctx context.Context, f *cmdutil.Factory) (*corecatchup.Store, error) {
+	co, err := f.Coord(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
 }
 
 // newRunOptions wires the lazy dependencies from the factory.
 func newRunOptions(f *cmdutil.Factory) *RunOptions {
 	return &RunOptions{
-		Admission: func(ctx context.Context) (executor.Admission, error) {
-			co, err := f.Coord(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
-		},
-		WAL: func(ctx context.Context) (executor.Sealed, error) { return f.WAL(ctx) },
+		Admission: func(ctx context.Context) (executor.Admission, error) { return records(ctx, f) },
+		WAL:       func(ctx context.Context) (executor.Sealed, error) { return f.WAL(ctx) },
 		Publisher: func(ctx context.Context, opts *RunOptions, guard func(context.Context, string) error) (executor.Acquirer, error) {
 			owner := f.Owner(coord.OwnerCatchup)
 			owner.JobID = opts.JobID

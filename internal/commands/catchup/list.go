@@ -27,14 +27,8 @@ type ListOptions struct {
 // NewCmdList returns `walctl catchup list`.
 func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
 	opts := &ListOptions{
-		Records: func(ctx context.Context) (Lister, error) {
-			co, err := f.Coord(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
-		},
-		Print: f.Print,
+		Records: func(ctx context.Context) (Lister, error) { return records(ctx, f) },
+		Print:   f.Print,
 	}
 	return &cobra.Command{
 		Use:   "list",

@@ -106,8 +106,8 @@ func (m *Metrics) refusedWrite(by string) {
 // A failed read exports nothing for the scrape (and an invalid metric
 // naming the error, so the scrape shows it).
 type RecordsCollector struct {
-	s      *Store
-	p      Policy
+	s                                        *Store
+	p                                        Policy
 	active, used, maxJobs, budget, attention *prometheus.Desc
 }
 
@@ -159,7 +159,6 @@ func boolGauge(b bool) float64 {
 	}
 	return 0
 }
-
 
 // WithMetrics returns a Store that counts into m.
 func (s *Store) WithMetrics(m *Metrics) *Store {
