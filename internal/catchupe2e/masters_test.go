@@ -83,6 +83,16 @@ func TestThreeMastersLeaderKilledDuringAdmissionStorm(t *testing.T) {
 	if li.ID == oldInfo.ID {
 		t.Fatalf("the killed leader %s still leads", oldInfo.ID)
 	}
+	// Status works on every replica, leader or follower.
+	for _, m := range tr.masters {
+		var st catchup.Status
+		if m == old {
+			continue
+		}
+		if code := tr.api(m, http.MethodGet, "/api/v1/catchup?target=s0", nil, &st); code != http.StatusOK || st.Target != "s0" || st.FinishedAt == nil {
+			t.Fatalf("status on %s: HTTP %d %+v", m, code, st)
+		}
+	}
 	t.Logf("storm: %d reserved, %d follower answers followed or refused, %d failed calls (the killed master's); %d reservations released once each",
 		reserved.Load(), refusedFollower.Load(), failed.Load(), n)
 	t.Logf("leader %s SIGKILLed; %s elected %s later (lease TTL %s + observe interval %s = %s)",

@@ -190,12 +190,17 @@ func (r *replica) runTerm(ctx context.Context, term *catchup.Term) error {
 	if rerr := term.Resign(ctx); rerr != nil {
 		r.cfg.Logger.WarnContext(ctx, "catch-up leader: resign failed; the lease expires by itself", "err", rerr)
 	}
-	if err != nil || ctx.Err() != nil {
-		return err
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case lost != nil:
+		// Whatever the controller returned, it returned because the term
+		// ended (a failed first listing included): campaign again.
+		r.cfg.Logger.WarnContext(ctx, "catch-up leader: leadership lost; controller stopped", "id", r.id,
+			"revision", term.Rev(), "cause", lost, "controller_err", err)
+		return nil
 	}
-	r.cfg.Logger.WarnContext(ctx, "catch-up leader: leadership lost; controller stopped", "id", r.id,
-		"revision", term.Rev(), "cause", lost)
-	return nil
+	return err
 }
 
 // pause waits d on the replica's clock, or until ctx ends.
