@@ -89,7 +89,7 @@ func TestThreeMastersLeaderKilledDuringAdmissionStorm(t *testing.T) {
 		if m == old {
 			continue
 		}
-		if code := tr.api(m, http.MethodGet, "/api/v1/catchup?target=s0", nil, &st); code != http.StatusOK || st.Target != "s0" || st.FinishedAt == nil {
+		if code := tr.api(m, http.MethodGet, "/api/v1/catchup?target=s0", nil, &st); code != http.StatusOK || st.Target != "s0" || st.Active {
 			t.Fatalf("status on %s: HTTP %d %+v", m, code, st)
 		}
 	}
