@@ -42,8 +42,9 @@ Kubernetes Job, or a child process of the master on the embedded default). The
 master admits it (from its backlog scan or 'catchup submit'); 'catchup run' is
 what the Job runs. submit, status and cancel talk to the master API at --master
 (master.url; default: the master serving this data dir) with the bearer token
-from WALCTL_MASTER_TOKEN or master.token. 'catchup policy' shows and changes
-the policy stored in etcd.`,
+from WALCTL_MASTER_TOKEN or master.token (a follower of several masters
+sends them to the leader). 'catchup list' reads every reservation from etcd;
+'catchup policy' shows and changes the policy stored in etcd.`,
 	}
 	cmd.AddCommand(NewCmdRun(f, nil), NewCmdSubmit(f, nil), NewCmdStatus(f, nil), NewCmdCancel(f, nil), NewCmdList(f, nil), NewCmdPolicy(f))
 	return cmd
