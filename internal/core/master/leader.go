@@ -24,6 +24,7 @@ type NotLeaderError struct {
 	Cause error
 }
 
+// Error names why this master cannot serve the request and who can.
 func (e *NotLeaderError) Error() string {
 	msg := "this master is a follower"
 	if e.Cause != nil {
