@@ -12,6 +12,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/failpoint"
 )
 
@@ -204,5 +205,27 @@ func waitFile(t *testing.T, path string) {
 			t.Fatalf("%s did not appear", path)
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// A reservation or target record of a newer schema, or of another kind,
+// fails the list closed instead of being skipped.
+func TestListFailsClosedOnUnknownRecords(t *testing.T) {
+	for name, kv := range map[string][2]string{
+		"newer target":      {"/catchup/targets/t1", `{"kind":"catchup-target","schema_version":2,"table":"t1","phase":"running"}`},
+		"foreign admission": {"/catchup/admission/t1", `{"kind":"catchup-slot","schema_version":1}`},
+		"newer reservation": {"/reservations/t1", `{"kind":"reservation","schema_version":9,"table":"t1","job_id":"j"}`},
+		"unparsable target": {"/catchup/targets/t2", `not json`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			if _, err := e.c.Etcd().Put(e.ctx, e.prefix+kv[0], kv[1]); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.store.List(e.ctx)
+			if !errors.Is(err, coord.ErrUnknownRecord) && !errors.Is(err, errs.ErrCorrupt) {
+				t.Fatalf("list: %v, want it to fail closed", err)
+			}
+		})
 	}
 }
