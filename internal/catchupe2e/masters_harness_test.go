@@ -138,6 +138,11 @@ func (tr *trio) leader(not *replicaProc) (*replicaProc, catchup.LeaderInfo) {
 		}
 		for _, m := range tr.masters {
 			if ok && m != not && m.url == li.URL && !m.p.Exited() && metric(tr.t, m, "walctl_catchup_leader") == 1 {
+				// Read again: the record the campaign put is rewritten with
+				// the election time once the term is confirmed.
+				if li, ok, err = tr.store.Leader(tr.ctx); err != nil || !ok {
+					tr.t.Fatalf("leader record: %v %v", ok, err)
+				}
 				return m, li
 			}
 		}
