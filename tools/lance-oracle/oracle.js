@@ -5,8 +5,8 @@
 //
 //   node oracle.js dump     <dir> <table> [--version N] [--filter SQL] [--columns a,b]
 //   node oracle.js count    <dir> <table> [--version N] [--filter SQL]
-//   node oracle.js append   <dir> <table> <rows.json>
-//   node oracle.js create   <dir> <table> <rows.json> [--storage-version 2.0|2.1]
+//   node oracle.js append   <dir> <table> <rows.json | batches.arrow>
+//   node oracle.js create   <dir> <table> <rows.json | batches.arrow> [--storage-version 2.0|2.1]
 //   node oracle.js optimize <dir> <table>
 //   node oracle.js versions <dir> <table>
 //   node oracle.js bench    <dir> <table> <adds> <batches-per-add> <rows-per-batch>
@@ -17,7 +17,9 @@
 // aws_region, allow_http …) come as a JSON object in the environment variable
 // LANCE_ORACLE_STORAGE_OPTIONS, never on the command line, so that no secret
 // shows in a process listing. rows.json is an array of plain row
-// objects; int64 values may be given as numbers. This file is CommonJS so that
+// objects; int64 values may be given as numbers. A file ending in .arrow is
+// an Arrow IPC stream instead, taken with its exact schema (every type walctl
+// supports). This file is CommonJS so that
 // lancedb and this script share one copy of apache-arrow (an ES-module import
 // would load a second copy and break LanceDB's instanceof checks).
 "use strict";
@@ -170,9 +172,14 @@ function readRows(file) {
   return JSON.parse(fs.readFileSync(file, "utf8"));
 }
 
+// readIPC reads an Arrow IPC stream (or file) into a table.
+function readIPC(file) {
+  return arrow.tableFromIPC(fs.readFileSync(file));
+}
+
 async function append(dir, name, file) {
   const { tbl } = await open(dir, name);
-  await tbl.add(readRows(file));
+  await tbl.add(file.endsWith(".arrow") ? readIPC(file) : readRows(file));
   return { version: await tbl.version(), count_rows: await tbl.countRows() };
 }
 
@@ -243,7 +250,8 @@ async function create(dir, name, file, opts) {
   if (opts["storage-version"]) {
     createOpts.storageOptions = { ...storageOptions(), new_table_data_storage_version: opts["storage-version"] };
   }
-  const tbl = await db.createTable(name, specTable(readRows(file)), createOpts);
+  const data = file.endsWith(".arrow") ? readIPC(file) : specTable(readRows(file));
+  const tbl = await db.createTable(name, data, createOpts);
   return { version: await tbl.version(), count_rows: await tbl.countRows() };
 }
 

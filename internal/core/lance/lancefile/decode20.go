@@ -20,65 +20,186 @@ func decodePage20(body []byte, bufs [][]byte, n int, dt arrow.DataType, mem memo
 	if what := enc.Unsupported(); what != "" {
 		return nil, fmt.Errorf("%s: %w", what, ErrUnsupported)
 	}
-	buf := func(a *lancepb.ArrayEncoding) ([]byte, error) {
-		if int(a.BufferIndex) >= len(bufs) {
-			return nil, fmt.Errorf("buffer %d of %d: %w", a.BufferIndex, len(bufs), ErrCorrupt)
-		}
-		return bufs[a.BufferIndex], nil
-	}
+	p := page20{bufs: bufs, n: n, dt: dt, mem: mem}
 	if isBinary(dt) {
-		if enc.Kind != lancepb.EncBinary || enc.Indices.Kind != lancepb.EncNullable || enc.Indices.Nullability != lancepb.NoNulls || enc.Indices.Values.Kind != lancepb.EncFlat || enc.Indices.Values.BitsPerValue != 64 {
-			return nil, fmt.Errorf("binary column with a layout other than u64 indices: %w", ErrUnsupported)
+		if enc.Kind == lancepb.EncDictionary {
+			return p.dictionary(enc)
 		}
-		idx, err := buf(enc.Indices.Values)
-		if err != nil {
-			return nil, err
-		}
-		data, err := buf(enc.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		return binaryFromEnds(idx, data, enc.NullAdjustment, n, dt, mem)
+		return p.binary(enc, n)
 	}
 	if enc.Kind != lancepb.EncNullable {
 		return nil, fmt.Errorf("fixed-width column not wrapped in nullable: %w", ErrUnsupported)
 	}
-	valueBits := uint64(bitsPerValue(dt))
 	if enc.Nullability == lancepb.AllNulls {
 		return array.MakeArrayOfNull(mem, dt, n), nil
 	}
 	var validity []byte
 	nulls := 0
 	if enc.Nullability == lancepb.SomeNulls {
-		if validity, err = buf(enc.Validity); err != nil {
+		if validity, nulls, err = p.validity(enc.Validity, n); err != nil {
 			return nil, err
 		}
-		if len(validity) < (n+7)/8 {
-			return nil, fmt.Errorf("validity of %d bytes for %d rows: %w", len(validity), n, ErrCorrupt)
-		}
-		nulls = n - bitutil.CountSetBits(validity, 0, n)
 	}
+	valueBits := uint64(bitsPerValue(dt))
 	v := enc.Values
 	flat := v
+	var itemValidity []byte
 	if v.Kind == lancepb.EncFixedSizeList {
-		flat = v.Items
-		if flat.Kind == lancepb.EncNullable && flat.Nullability == lancepb.NoNulls {
-			flat = flat.Values // the official 2.0 writer wraps the items
-		}
-		if flat.Kind != lancepb.EncFlat || flat.BitsPerValue*uint64(v.Dimension) != valueBits {
-			return nil, fmt.Errorf("fixed_size_list layout (dim %d, items kind %d of %d bits) does not match %s: %w", v.Dimension, flat.Kind, flat.BitsPerValue, dt, ErrUnsupported)
+		if flat, itemValidity, err = p.listItems(v, valueBits); err != nil {
+			return nil, err
 		}
 	} else if v.Kind != lancepb.EncFlat || v.BitsPerValue != valueBits {
 		return nil, fmt.Errorf("flat layout of %d bits does not match %s: %w", v.BitsPerValue, dt, ErrUnsupported)
 	}
-	values, err := buf(flat)
+	values, err := p.buf(flat)
 	if err != nil {
 		return nil, err
 	}
 	if uint64(len(values))*8 < valueBits*uint64(n) {
 		return nil, fmt.Errorf("values of %d bytes for %d rows of %s: %w", len(values), n, dt, ErrCorrupt)
 	}
-	return fixedArray(dt, n, validity, nulls, values), nil
+	arr := fixedArray(dt, n, validity, nulls, values)
+	if itemValidity != nil {
+		defer arr.Release()
+		return withItemValidity(arr, itemValidity), nil
+	}
+	return arr, nil
+}
+
+// page20 holds what the decoders of one 2.0 page share.
+type page20 struct {
+	bufs [][]byte
+	n    int
+	dt   arrow.DataType
+	mem  memory.Allocator
+}
+
+func (p *page20) buf(a *lancepb.ArrayEncoding) ([]byte, error) {
+	if int(a.BufferIndex) >= len(p.bufs) {
+		return nil, fmt.Errorf("buffer %d of %d: %w", a.BufferIndex, len(p.bufs), ErrCorrupt)
+	}
+	if a.Compression != "" {
+		return generalDecompress(a.Compression, p.bufs[a.BufferIndex])
+	}
+	return p.bufs[a.BufferIndex], nil
+}
+
+// validity returns the bitmap of n values in a flat 1-bit buffer and the
+// nulls it marks.
+func (p *page20) validity(a *lancepb.ArrayEncoding, n int) ([]byte, int, error) {
+	if a.Kind != lancepb.EncFlat || a.BitsPerValue != 1 {
+		return nil, 0, fmt.Errorf("validity of kind %d and %d bits: %w", a.Kind, a.BitsPerValue, ErrUnsupported)
+	}
+	v, err := p.buf(a)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(v) < (n+7)/8 {
+		return nil, 0, fmt.Errorf("validity of %d bytes for %d values: %w", len(v), n, ErrCorrupt)
+	}
+	return v, n - bitutil.CountSetBits(v, 0, n), nil
+}
+
+// listItems returns the flat encoding of a fixed_size_list's items and,
+// when the official writer gave the items their own validity, its bitmap.
+func (p *page20) listItems(v *lancepb.ArrayEncoding, valueBits uint64) (*lancepb.ArrayEncoding, []byte, error) {
+	flat := v.Items
+	var validity []byte
+	if flat.Kind == lancepb.EncNullable {
+		switch flat.Nullability {
+		case lancepb.NoNulls:
+			flat = flat.Values
+		case lancepb.SomeNulls:
+			var err error
+			if validity, _, err = p.validity(flat.Validity, p.n*int(v.Dimension)); err != nil {
+				return nil, nil, err
+			}
+			flat = flat.Values
+		}
+	}
+	if flat.Kind != lancepb.EncFlat || flat.BitsPerValue*uint64(v.Dimension) != valueBits {
+		return nil, nil, fmt.Errorf("fixed_size_list layout (dim %d, items kind %d of %d bits) does not match %s: %w", v.Dimension, flat.Kind, flat.BitsPerValue, p.dt, ErrUnsupported)
+	}
+	return flat, validity, nil
+}
+
+// binary decodes a binary{u64 end offsets, bytes} encoding of n values.
+func (p *page20) binary(enc *lancepb.ArrayEncoding, n int) (arrow.Array, error) {
+	if enc.Kind != lancepb.EncBinary || enc.Indices.Kind != lancepb.EncNullable || enc.Indices.Nullability != lancepb.NoNulls || enc.Indices.Values.Kind != lancepb.EncFlat || enc.Indices.Values.BitsPerValue != 64 {
+		return nil, fmt.Errorf("binary column with a layout other than u64 indices: %w", ErrUnsupported)
+	}
+	idx, err := p.buf(enc.Indices.Values)
+	if err != nil {
+		return nil, err
+	}
+	data, err := p.buf(enc.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return binaryFromEnds(idx, data, enc.NullAdjustment, n, p.dt, p.mem)
+}
+
+// dictionary decodes the official writer's dictionary of strings: u8
+// indices (0 a null row, k item k-1) into binary items.
+func (p *page20) dictionary(enc *lancepb.ArrayEncoding) (arrow.Array, error) {
+	ix := enc.Indices
+	if ix.Kind == lancepb.EncNullable && ix.Nullability == lancepb.NoNulls {
+		ix = ix.Values
+	}
+	if ix.Kind != lancepb.EncFlat || ix.BitsPerValue != 8 || enc.NumDictionaryItems > 255 {
+		return nil, fmt.Errorf("dictionary of %d items with %d-bit indices: %w", enc.NumDictionaryItems, ix.BitsPerValue, ErrUnsupported)
+	}
+	indices, err := p.buf(ix)
+	if err != nil {
+		return nil, err
+	}
+	if len(indices) < p.n {
+		return nil, fmt.Errorf("%d dictionary indices for %d rows: %w", len(indices), p.n, ErrCorrupt)
+	}
+	items, err := p.binary(enc.Items, int(enc.NumDictionaryItems))
+	if err != nil {
+		return nil, fmt.Errorf("dictionary items: %w", err)
+	}
+	defer items.Release()
+	return takeBinary(items.(array.BinaryLike), p.n, p.dt, func(i int) int { return int(indices[i]) - 1 })
+}
+
+// takeBinary builds n values of type dt from items: row i is item at(i),
+// or null when at(i) is -1.
+func takeBinary(items array.BinaryLike, n int, dt arrow.DataType, at func(int) int) (arrow.Array, error) {
+	offs := make([]int64, n+1)
+	validity := make([]byte, (n+7)/8)
+	var data []byte
+	nulls := 0
+	for i := range n {
+		k := at(i)
+		switch {
+		case k == -1:
+			nulls++
+		case k < 0 || k >= items.Len():
+			return nil, fmt.Errorf("dictionary index %d of %d items: %w", k, items.Len(), ErrCorrupt)
+		default:
+			bitutil.SetBit(validity, i)
+			o := items.ValueOffset64(k)
+			data = append(data, items.ValueBytes()[o:o+int64(items.ValueLen(k))]...)
+		}
+		offs[i+1] = int64(len(data))
+	}
+	return binaryArray(dt, offs, data, validity, nulls)
+}
+
+// withItemValidity returns a copy of the fixed_size_list arr whose items
+// carry the validity bitmap items.
+func withItemValidity(arr arrow.Array, items []byte) arrow.Array {
+	d := arr.Data()
+	c := d.Children()[0]
+	n := c.Len()
+	nulls := n - bitutil.CountSetBits(items, 0, n)
+	child := array.NewData(c.DataType(), n, []*memory.Buffer{memory.NewBufferBytes(items), c.Buffers()[1]}, nil, nulls, 0)
+	defer child.Release()
+	out := array.NewData(d.DataType(), d.Len(), d.Buffers(), []arrow.ArrayData{child}, d.NullN(), 0)
+	defer out.Release()
+	return array.MakeFromData(out)
 }
 
 // fixedArray builds a fixed-width Arrow array over the given buffers.

@@ -1,7 +1,6 @@
 package lancefile
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -13,10 +12,11 @@ import (
 )
 
 // decodePage21 turns one file-format-2.1 page into an Arrow array. It
-// decodes the uncompressed layouts walctl writes (mini-block, full-zip and
-// all-null pages of a flat column); compressed or dictionary-encoded pages,
-// repetition levels and blob pages fail with ErrUnsupported naming what was
-// found, which the caller completes with file and column.
+// decodes the layouts walctl writes (mini-block, full-zip and all-null
+// pages of a flat column) and the official writer's default compression of
+// mini-block pages (bit-packing, RLE, FSST, dictionaries); repetition
+// levels, general compression and blob pages fail with ErrUnsupported
+// naming what was found, which the caller completes with file and column.
 func decodePage21(body []byte, bufs [][]byte, n int, dt arrow.DataType, mem memory.Allocator) (arrow.Array, error) {
 	pl, err := lancepb.DecodePageLayout(body)
 	if err != nil {
@@ -75,6 +75,7 @@ type builder21 struct {
 	validity []byte
 	nulls    int
 	values   []byte  // fixed width, bit-packed for booleans
+	items    []byte  // validity of a fixed_size_list's items, if they have one
 	offs     []int64 // variable width: n+1 offsets into data
 	data     []byte
 }
@@ -112,6 +113,20 @@ func (b *builder21) fixed(src []byte, count int) error {
 	return nil
 }
 
+// itemValidity records the validity bits of the items of the count
+// fixed_size_list values that the next call to fixed appends.
+func (b *builder21) itemValidity(src []byte, count int) error {
+	dim := int(b.dt.(*arrow.FixedSizeListType).Len())
+	if len(src) < (count*dim+7)/8 {
+		return fmt.Errorf("item validity of %d bytes for %d values: %w", len(src), count*dim, ErrCorrupt)
+	}
+	if b.items == nil {
+		b.items = make([]byte, (b.n*dim+7)/8)
+	}
+	bitutil.CopyBitmap(src, 0, count*dim, b.items, b.row*dim)
+	return nil
+}
+
 // variable appends one value (nil for a null).
 func (b *builder21) variable(v []byte) {
 	b.data = append(b.data, v...)
@@ -124,108 +139,14 @@ func (b *builder21) finish() (arrow.Array, error) {
 		return nil, fmt.Errorf("page holds %d values, its header says %d rows: %w", b.row, b.n, ErrCorrupt)
 	}
 	if b.bits > 0 {
-		return fixedArray(b.dt, b.n, b.validity, b.nulls, b.values), nil
+		arr := fixedArray(b.dt, b.n, b.validity, b.nulls, b.values)
+		if b.items == nil {
+			return arr, nil
+		}
+		defer arr.Release()
+		return withItemValidity(arr, b.items), nil
 	}
 	return binaryArray(b.dt, b.offs, b.data, b.validity, b.nulls)
-}
-
-// miniBlockMaxCount is the most values a chunk's 4-bit log2 can announce.
-const miniBlockMaxCount = 1 << 15
-
-// decodeMiniBlock decodes buffer 1's chunks as described by buffer 0's
-// u16 words ((8-byte words - 1) << 4 | log2 values; the last chunk holds
-// the rest of the page).
-func decodeMiniBlock(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataType) (arrow.Array, error) {
-	switch {
-	case pl.Rep != nil || pl.RepIndexDepth > 0:
-		return nil, fmt.Errorf("mini-block page with repetition levels: %w", ErrUnsupported)
-	case pl.HasDictionary:
-		return nil, fmt.Errorf("dictionary-encoded mini-block page: %w", ErrUnsupported)
-	case pl.HasLargeChunk:
-		return nil, fmt.Errorf("mini-block page with large (2.2) chunks: %w", ErrUnsupported)
-	case pl.Def != nil && (pl.Def.Kind != lancepb.CompFlat || pl.Def.BitsPerValue != 16 || pl.Def.Compressed):
-		return nil, fmt.Errorf("definition levels (%s): %w", describe21(pl.Def), ErrUnsupported)
-	case pl.Value == nil:
-		return nil, fmt.Errorf("mini-block page without a value encoding: %w", ErrCorrupt)
-	case pl.NumBuffers != 1:
-		return nil, fmt.Errorf("mini-block page with %d buffers per chunk: %w", pl.NumBuffers, ErrUnsupported)
-	case pl.NumItems != uint64(n) || len(bufs) < 2 || len(bufs[0])%2 != 0:
-		return nil, fmt.Errorf("mini-block page of %d items for %d rows with %d buffers: %w", pl.NumItems, n, len(bufs), ErrCorrupt)
-	}
-	meta, chunks := bufs[0], bufs[1]
-	if n > len(meta)/2*miniBlockMaxCount {
-		return nil, fmt.Errorf("%d chunks cannot hold %d rows: %w", len(meta)/2, n, ErrCorrupt)
-	}
-	bits, err := checkValues21(pl.Value, dt)
-	if err != nil {
-		return nil, err
-	}
-	b := newBuilder21(dt, max(bits, 0), n)
-	hasDef := pl.Def != nil
-	header := pad8(4 + 2*btoi(hasDef))
-	for w := 0; w < len(meta); w += 2 {
-		word := binary.LittleEndian.Uint16(meta[w:])
-		size := (int(word>>4) + 1) * miniBlockAlign
-		count := 1 << (word & 0xf)
-		if w == len(meta)-2 {
-			count = n - b.row
-		}
-		if count <= 0 || b.row+count > n || size > len(chunks) || size < header {
-			return nil, fmt.Errorf("mini-block chunk %d (%d values, %d bytes) overruns the page: %w", w/2, count, size, ErrCorrupt)
-		}
-		chunk := chunks[:size]
-		chunks = chunks[size:]
-		levels := int(binary.LittleEndian.Uint16(chunk))
-		var defSize, pos int
-		if hasDef {
-			defSize = int(binary.LittleEndian.Uint16(chunk[2:]))
-			if levels != count || defSize < 2*count {
-				return nil, fmt.Errorf("mini-block chunk %d has %d levels in %d bytes for %d values: %w", w/2, levels, defSize, count, ErrCorrupt)
-			}
-		}
-		valueSize := int(binary.LittleEndian.Uint16(chunk[2+2*btoi(hasDef):]))
-		pos = header + pad8(defSize)
-		if pos+valueSize > len(chunk) {
-			return nil, fmt.Errorf("mini-block chunk %d: buffers overrun its %d bytes: %w", w/2, size, ErrCorrupt)
-		}
-		for i := range count {
-			b.setValid(i, !hasDef || binary.LittleEndian.Uint16(chunk[header+2*i:]) == 0)
-		}
-		value := chunk[pos : pos+valueSize]
-		if bits > 0 {
-			err = b.fixed(value, count)
-		} else {
-			err = chunkValues(b, value, count, -bits/8)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("mini-block chunk %d: %w", w/2, err)
-		}
-	}
-	return b.finish()
-}
-
-// chunkValues appends the count values of a variable-width chunk buffer:
-// count+1 offsets (relative to the buffer) followed by the bytes.
-func chunkValues(b *builder21, buf []byte, count, width int) error {
-	if len(buf) < (count+1)*width {
-		return fmt.Errorf("%d bytes for %d offsets: %w", len(buf), count+1, ErrCorrupt)
-	}
-	at := func(i int) uint64 {
-		if width == 8 {
-			return binary.LittleEndian.Uint64(buf[8*i:])
-		}
-		return uint64(binary.LittleEndian.Uint32(buf[4*i:]))
-	}
-	prev := at(0)
-	for i := 1; i <= count; i++ {
-		o := at(i)
-		if o < prev || o > uint64(len(buf)) {
-			return fmt.Errorf("offset %d out of order or beyond %d bytes: %w", o, len(buf), ErrCorrupt)
-		}
-		b.variable(buf[prev:o])
-		prev = o
-	}
-	return nil
 }
 
 // decodeFullZip decodes buffer 0: per row an optional control word (the
@@ -239,40 +160,56 @@ func decodeFullZip(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataTy
 	case pl.Value == nil || len(bufs) < 1 || pl.NumItems != uint64(n):
 		return nil, fmt.Errorf("full-zip page of %d items for %d rows: %w", pl.NumItems, n, ErrCorrupt)
 	}
-	bits, err := checkValues21(pl.Value, dt)
+	value, scheme := pl.Value, ""
+	if value.Kind == lancepb.CompGeneral && value.Unsupported() == "" {
+		// Each variable-width value is compressed on its own.
+		value, scheme = value.Inner, value.Scheme
+	}
+	bits, err := checkValues21(value, dt)
 	if err != nil {
 		return nil, err
 	}
 	ctrl := btoi(pl.BitsDef > 0)
-	if bits > 0 {
+	if bits > 0 && scheme == "" {
 		return decodeFullZipFixed(pl, bufs[0], n, dt, bits, ctrl)
+	} else if bits > 0 {
+		return nil, fmt.Errorf("full-zip fixed-width values with %s compression: %w", scheme, ErrUnsupported)
 	}
-	return decodeFullZipVariable(pl, bufs, n, dt, -bits/8, ctrl)
+	z := fullZipVariable{width: -bits / 8, ctrl: ctrl, scheme: scheme}
+	return z.decode(pl, bufs, n, dt)
 }
 
 // decodeFullZipFixed reads n fixed-width values of bits bits, each
-// preceded by ctrl control bytes (0 or 1: the definition level).
+// preceded by ctrl control bytes (0 or 1: the definition level) and, for
+// a fixed_size_list whose items have a validity, by its item bits.
 func decodeFullZipFixed(pl *lancepb.PageLayout, buf []byte, n int, dt arrow.DataType, bits, ctrl int) (arrow.Array, error) {
-	width := bits / 8
-	if bits%8 != 0 || uint64(bits) != pl.BitsPerValue {
+	width, items := bits/8, 0
+	if v := pl.Value; v.Kind == lancepb.CompFixedSizeList && v.HasValidity {
+		items = (int(v.ItemsPerValue) + 7) / 8
+	}
+	if bits%8 != 0 || uint64(bits+8*items) != pl.BitsPerValue {
 		return nil, fmt.Errorf("full-zip values of %d bits for %s: %w", pl.BitsPerValue, dt, ErrUnsupported)
 	}
-	stride := ctrl + width
+	stride := ctrl + items + width
 	if len(buf) < n*stride {
 		return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values of %d: %w", len(buf), n, stride, ErrCorrupt)
 	}
-	if ctrl == 0 {
+	if ctrl+items == 0 {
 		return fixedArray(dt, n, nil, 0, buf[:n*width]), nil
 	}
 	b := newBuilder21(dt, bits, n)
 	for i := range n {
-		row := buf[i*stride:]
-		b.setValid(i, row[0] == 0)
+		row := buf[i*stride : (i+1)*stride]
+		b.setValid(0, ctrl == 0 || row[0] == 0)
+		if items > 0 {
+			if err := b.itemValidity(row[ctrl:ctrl+items], 1); err != nil {
+				return nil, err
+			}
+		}
+		if err := b.fixed(row[ctrl+items:], 1); err != nil {
+			return nil, err
+		}
 	}
-	for i := range n {
-		copy(b.values[i*width:], buf[i*stride+1:(i+1)*stride])
-	}
-	b.row = n
 	return b.finish()
 }
 
@@ -295,22 +232,13 @@ func newRowIndex(bufs [][]byte, n int) (rowIndex, error) {
 	return rowIndex{index: index, width: iw}, nil
 }
 
-func (r rowIndex) at(i int) uint64 {
-	switch r.width {
-	case 1:
-		return uint64(r.index[i])
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(r.index[2*i:]))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(r.index[4*i:]))
-	}
-	return binary.LittleEndian.Uint64(r.index[8*i:])
-}
+func (r rowIndex) at(i int) uint64 { return getWord(r.index, r.width, i) }
 
-// decodeFullZipVariable reads n variable-width values, each preceded by
+// decode reads n variable-width values, each preceded by
 // ctrl control bytes and a length of width bytes, and checks every row
 // start against the repetition index.
-func decodeFullZipVariable(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataType, width, ctrl int) (arrow.Array, error) {
+func (z fullZipVariable) decode(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arrow.DataType) (arrow.Array, error) {
+	width := z.width
 	buf := bufs[0]
 	if n > len(buf) {
 		return nil, fmt.Errorf("full-zip buffer of %d bytes for %d values: %w", len(buf), n, ErrCorrupt)
@@ -328,7 +256,7 @@ func decodeFullZipVariable(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arro
 		if rows.at(i) != uint64(size-len(buf)) {
 			return nil, fmt.Errorf("full-zip repetition index puts row %d at byte %d, it is at %d: %w", i, rows.at(i), size-len(buf), ErrCorrupt)
 		}
-		if buf, err = fullZipValue(b, buf, width, ctrl); err != nil {
+		if buf, err = z.value(b, buf); err != nil {
 			return nil, fmt.Errorf("full-zip row %d of %d: %w", i, n, err)
 		}
 	}
@@ -338,11 +266,20 @@ func decodeFullZipVariable(pl *lancepb.PageLayout, bufs [][]byte, n int, dt arro
 	return b.finish()
 }
 
-// fullZipValue appends the value at the head of buf to b and returns
-// the rest of buf.
-func fullZipValue(b *builder21, buf []byte, width, ctrl int) ([]byte, error) {
+// fullZipVariable reads the values of a variable-width full-zip page:
+// ctrl (0 or 1) control bytes, a length of width bytes and the bytes of
+// each value, which general compression may have compressed.
+type fullZipVariable struct {
+	width, ctrl int
+	scheme      string
+}
+
+// value appends the value at the head of buf to b and returns the rest
+// of buf.
+func (z fullZipVariable) value(b *builder21, buf []byte) ([]byte, error) {
+	width := z.width
 	valid := true
-	if ctrl > 0 {
+	if z.ctrl > 0 {
 		if len(buf) < 1 {
 			return nil, fmt.Errorf("buffer ends: %w", ErrCorrupt)
 		}
@@ -356,17 +293,19 @@ func fullZipValue(b *builder21, buf []byte, width, ctrl int) ([]byte, error) {
 	if len(buf) < width {
 		return nil, fmt.Errorf("buffer ends: %w", ErrCorrupt)
 	}
-	var l uint64
-	if width == 8 {
-		l = binary.LittleEndian.Uint64(buf)
-	} else {
-		l = uint64(binary.LittleEndian.Uint32(buf))
-	}
+	l := getWord(buf, width, 0)
 	buf = buf[width:]
 	if l > uint64(len(buf)) {
 		return nil, fmt.Errorf("value of %d bytes overruns the page: %w", l, ErrCorrupt)
 	}
-	b.variable(buf[:l])
+	v := buf[:l]
+	if z.scheme != "" {
+		var err error
+		if v, err = generalDecompress(z.scheme, v); err != nil {
+			return nil, err
+		}
+	}
+	b.variable(v)
 	return buf[l:], nil
 }
 

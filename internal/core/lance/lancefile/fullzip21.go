@@ -175,16 +175,7 @@ func packRowIndex(buf []byte, rowPos []uint64, total uint64) []byte {
 	}
 	idx := buf[:idxWidth*len(rowPos)]
 	for i, p := range rowPos {
-		switch idxWidth {
-		case 1:
-			idx[i] = byte(p)
-		case 2:
-			binary.LittleEndian.PutUint16(idx[2*i:], uint16(p))
-		case 4:
-			binary.LittleEndian.PutUint32(idx[4*i:], uint32(p))
-		default:
-			binary.LittleEndian.PutUint64(idx[8*i:], p)
-		}
+		putWord(idx, idxWidth, i, p)
 	}
 	return idx
 }

@@ -1,5 +1,7 @@
 // Package lancefile writes and reads Lance v2 data files (file format 2.0 and
-// 2.1) for the flat Arrow schemas walctl supports, without compression.
+// 2.1) for the flat Arrow schemas walctl supports. It writes without
+// compression and reads what the official writer compresses too
+// (bit-packing, RLE, FSST, dictionaries, byte stream split, zstd, lz4).
 package lancefile
 
 import (
@@ -17,8 +19,8 @@ import (
 // inconsistent metadata.
 var ErrCorrupt = fmt.Errorf("corrupt data file: %w", errs.ErrCorrupt)
 
-// ErrUnsupported marks something walctl cannot read or extend (compressed
-// pages, deletion files, stable row ids ...).
+// ErrUnsupported marks something walctl cannot read or extend (nested
+// data, blob pages, 2.2 layouts, deletion files, stable row ids ...).
 var ErrUnsupported = fmt.Errorf("unsupported by walctl: %w", errs.ErrInvalid)
 
 // ErrUnsupportedType is returned for an Arrow or Lance type walctl cannot

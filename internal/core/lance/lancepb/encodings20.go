@@ -8,6 +8,7 @@ const (
 	EncNullable      = 2
 	EncFixedSizeList = 3
 	EncBinary        = 6
+	EncDictionary    = 7
 )
 
 // Nullability kinds of lance.encodings.Nullable.
@@ -19,7 +20,8 @@ const (
 
 // ArrayEncoding is the subset of lance.encodings.ArrayEncoding (file format
 // 2.0) that walctl writes and reads: flat, nullable, fixed_size_list and
-// binary. Any other kind decodes with Kind set and Unsupported naming it.
+// binary, and the dictionary the official writer gives low-cardinality
+// strings. Any other kind decodes with Kind set and Unsupported naming it.
 type ArrayEncoding struct {
 	Kind int
 	// Flat.
@@ -35,10 +37,12 @@ type ArrayEncoding struct {
 	Dimension   uint32
 	HasValidity bool
 	Items       *ArrayEncoding
-	// Binary.
+	// Binary; Indices and Items also serve a dictionary.
 	Indices        *ArrayEncoding
 	Bytes          *ArrayEncoding
 	NullAdjustment uint64
+	// Dictionary: index 0 is a null row, index k item k-1.
+	NumDictionaryItems uint64
 }
 
 // Flat20 returns a flat encoding of bits per value stored in page buffer idx.
@@ -102,7 +106,7 @@ func (a *ArrayEncoding) Unsupported() string {
 	}
 	switch a.Kind {
 	case EncFlat:
-		if a.Compression != "" {
+		if a.Compression != "" && a.Compression != "zstd" && a.Compression != "lz4" {
 			return "compressed flat buffer (" + a.Compression + ")"
 		}
 		if a.BufferType != 0 {
@@ -121,8 +125,10 @@ func (a *ArrayEncoding) Unsupported() string {
 		}
 		return ""
 	case EncFixedSizeList:
-		if a.HasValidity {
-			return "fixed_size_list with item validity"
+		return a.Items.Unsupported()
+	case EncDictionary:
+		if s := a.Indices.Unsupported(); s != "" {
+			return s
 		}
 		return a.Items.Unsupported()
 	case EncBinary:
@@ -199,20 +205,46 @@ func DecodeArrayEncoding(b []byte) (*ArrayEncoding, error) {
 				}
 				return nil
 			})
-		case EncBinary:
-			return Walk(x.B, func(y WireField) error {
-				switch y.Num {
-				case 1:
-					return sub(&a.Indices, y.B)
-				case 2:
-					return sub(&a.Bytes, y.B)
-				case 3:
-					a.NullAdjustment = y.U
-				}
-				return nil
-			})
+		case EncBinary, EncDictionary:
+			return a.decodeStrings(int(x.Num), x.B)
 		}
 		return nil
 	})
 	return a, err
+}
+
+// decodeStrings parses a binary encoding or a dictionary (of strings).
+func (a *ArrayEncoding) decodeStrings(kind int, b []byte) error {
+	sub := func(dst **ArrayEncoding, raw []byte) error {
+		v, err := DecodeArrayEncoding(raw)
+		*dst = v
+		return err
+	}
+	switch kind {
+	case EncBinary:
+		return Walk(b, func(y WireField) error {
+			switch y.Num {
+			case 1:
+				return sub(&a.Indices, y.B)
+			case 2:
+				return sub(&a.Bytes, y.B)
+			case 3:
+				a.NullAdjustment = y.U
+			}
+			return nil
+		})
+	case EncDictionary:
+		return Walk(b, func(y WireField) error {
+			switch y.Num {
+			case 1:
+				return sub(&a.Indices, y.B)
+			case 2:
+				return sub(&a.Items, y.B)
+			case 3:
+				a.NumDictionaryItems = y.U
+			}
+			return nil
+		})
+	}
+	return nil
 }

@@ -25,6 +25,12 @@ const (
 const (
 	CompFlat          = 1
 	CompVariable      = 2
+	CompOutOfLineBits = 4
+	CompInlineBits    = 5
+	CompFsst          = 6
+	CompRle           = 8
+	CompByteSplit     = 9
+	CompGeneral       = 10
 	CompFixedSizeList = 11
 )
 
@@ -35,12 +41,26 @@ var compNames21 = map[int]string{
 }
 
 // Compressive is the subset of lance.encodings21.CompressiveEncoding walctl
-// writes and reads: flat, variable (with flat offsets) and fixed_size_list.
-// Any other kind decodes with Kind set and Unsupported naming it.
+// writes (flat, variable with flat offsets, fixed_size_list) and reads (also
+// the official writer's defaults: inline and out-of-line bit-packing, RLE
+// and FSST). Any other kind decodes with Kind set and Unsupported naming it.
 type Compressive struct {
 	Kind int
-	// Flat.
+	// Flat; for out-of-line bit-packing, the packed width.
 	BitsPerValue uint64
+	// UncompressedBits is the value width of bit-packed data.
+	UncompressedBits uint64
+	// Inner holds the packed values (out-of-line bit-packing), the run
+	// values (RLE), the compressed strings (FSST), the split values (byte
+	// stream split) or what general compression compressed.
+	Inner *Compressive
+	// RunLengths are RLE's run lengths.
+	RunLengths *Compressive
+	// SymbolTable is FSST's serialized symbol table.
+	SymbolTable []byte
+	// Scheme names the general compression ("lz4", "zstd") of Inner's
+	// first buffer.
+	Scheme string
 	// Compressed is set when a flat buffer or variable values carry a
 	// BufferCompression (lz4, zstd).
 	Compressed bool
@@ -93,13 +113,43 @@ func (c *Compressive) Unsupported() string {
 		}
 		return ""
 	case CompFixedSizeList:
-		if c.HasValidity {
-			return "fixed_size_list with item validity"
-		}
 		if c.Values == nil || c.Values.Kind != CompFlat {
 			return "nested fixed_size_list"
 		}
 		return c.Values.Unsupported()
+	case CompInlineBits:
+		if c.Compressed {
+			return "inline bit-packing with general compression"
+		}
+		return ""
+	case CompOutOfLineBits:
+		if c.Inner == nil || c.Inner.Kind != CompFlat || c.Inner.Compressed {
+			return "out-of-line bit-packing of values other than flat"
+		}
+		return ""
+	case CompRle:
+		if c.Inner == nil || c.Inner.Kind != CompFlat || c.RunLengths == nil || c.RunLengths.Kind != CompFlat || c.RunLengths.BitsPerValue != 8 {
+			return "rle with values or run lengths other than flat"
+		}
+		return c.Inner.Unsupported()
+	case CompFsst:
+		if c.Inner == nil || c.Inner.Kind != CompVariable {
+			return "fsst of values other than variable"
+		}
+		return c.Inner.Unsupported()
+	case CompByteSplit:
+		if c.Inner == nil || c.Inner.Kind != CompFlat {
+			return "byte_stream_split of values other than flat"
+		}
+		return c.Inner.Unsupported()
+	case CompGeneral:
+		if c.Scheme != "lz4" && c.Scheme != "zstd" {
+			return "general compression " + c.Scheme
+		}
+		if c.Inner == nil || c.Inner.Kind == CompGeneral {
+			return "general compression of nothing or of itself"
+		}
+		return c.Inner.Unsupported()
 	}
 	if n, ok := compNames21[c.Kind]; ok {
 		return n + " compression"
@@ -134,6 +184,8 @@ func DecodeCompressive(b []byte) (*Compressive, error) {
 				}
 				return err
 			})
+		case CompInlineBits, CompOutOfLineBits, CompRle, CompFsst, CompByteSplit, CompGeneral:
+			return c.decodeCompressed(int(x.Num), x.B)
 		case CompFixedSizeList:
 			return Walk(x.B, func(y WireField) error {
 				var err error
@@ -153,6 +205,74 @@ func DecodeCompressive(b []byte) (*Compressive, error) {
 	return c, err
 }
 
+// decodeCompressed parses the encodings of the official writer's
+// compression: bit-packing, RLE, FSST, byte stream split and general.
+func (c *Compressive) decodeCompressed(kind int, b []byte) error {
+	switch kind {
+	case CompInlineBits, CompOutOfLineBits:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch {
+			case y.Num == 1:
+				c.UncompressedBits = y.U
+			case y.Num == 2 && kind == CompInlineBits:
+				c.Compressed = true
+			case y.Num == 3 && kind == CompOutOfLineBits:
+				c.Inner, err = DecodeCompressive(y.B)
+				if err == nil {
+					c.BitsPerValue = c.Inner.BitsPerValue
+				}
+			}
+			return err
+		})
+	case CompRle, CompFsst, CompByteSplit:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch {
+			case kind != CompFsst && y.Num == 1, kind == CompFsst && y.Num == 2:
+				c.Inner, err = DecodeCompressive(y.B)
+			case kind == CompRle && y.Num == 2:
+				c.RunLengths, err = DecodeCompressive(y.B)
+			case kind == CompFsst && y.Num == 1:
+				c.SymbolTable = y.B
+			}
+			return err
+		})
+	case CompGeneral:
+		return Walk(b, func(y WireField) error {
+			var err error
+			switch y.Num {
+			case 1:
+				c.Scheme, err = decodeScheme(y.B)
+			case 3:
+				c.Inner, err = DecodeCompressive(y.B)
+			}
+			return err
+		})
+	}
+	return nil
+}
+
+// decodeScheme returns the name of a lance.encodings21.BufferCompression's
+// scheme.
+func decodeScheme(b []byte) (string, error) {
+	scheme := "unspecified"
+	err := Walk(b, func(y WireField) error {
+		if y.Num == 1 {
+			switch y.U {
+			case 1:
+				scheme = "lz4"
+			case 2:
+				scheme = "zstd"
+			default:
+				scheme = fmt.Sprintf("scheme %d", y.U)
+			}
+		}
+		return nil
+	})
+	return scheme, err
+}
+
 // PageLayout is lance.encodings21.PageLayout with the fields of the layouts
 // walctl writes (mini-block, all-null, full-zip). Kind is the oneof field.
 type PageLayout struct {
@@ -160,8 +280,9 @@ type PageLayout struct {
 	Layers []RepDefLayer
 	// Mini-block.
 	Rep, Def, Value *Compressive
-	// HasDictionary is set for a dictionary-encoded mini-block page.
-	HasDictionary      bool
+	// Dictionary is the encoding of a dictionary-encoded mini-block page's
+	// items (page buffer 2); the values are then indices into it.
+	Dictionary         *Compressive
 	NumBuffers         uint64
 	RepIndexDepth      uint64
 	NumItems           uint64
@@ -250,7 +371,7 @@ func DecodePageLayout(b []byte) (*PageLayout, error) {
 				case 3:
 					p.Value, err = DecodeCompressive(y.B)
 				case 4:
-					p.HasDictionary = true
+					p.Dictionary, err = DecodeCompressive(y.B)
 				case 5:
 					p.NumDictionaryItems = y.U
 				case 6:

@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -185,20 +188,30 @@ type Result struct {
 }
 
 func (o *Oracle) withRows(ctx context.Context, cmd, root string, rows any, extra ...string) (*Result, error) {
+	return o.withFile(ctx, cmd, root, "oracle-rows-*.json", func(f *os.File) error {
+		return json.NewEncoder(f).Encode(rows)
+	}, extra...)
+}
+
+// withFile runs an oracle command on root whose argument is a temporary
+// file that write fills.
+func (o *Oracle) withFile(ctx context.Context, cmd, root, pattern string, write func(*os.File) error, extra ...string) (*Result, error) {
 	dir, name, err := split(root)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp("", "oracle-rows-*.json")
+	f, err := os.CreateTemp("", pattern)
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(f.Name())
-	if err := json.NewEncoder(f).Encode(rows); err != nil {
-		f.Close()
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, err
 	}
-	f.Close()
 	var r Result
 	return &r, o.Run(ctx, &r, append([]string{cmd, dir, name, f.Name()}, extra...)...)
 }
@@ -218,6 +231,39 @@ func (o *Oracle) Create(ctx context.Context, root string, spec any, storageVersi
 		extra = []string{"--storage-version", storageVersion}
 	}
 	return o.withRows(ctx, "create", root, spec, extra...)
+}
+
+// CreateRecords makes a table with the official writer from Arrow record
+// batches, schema and types kept exactly (every type walctl supports); they
+// reach node as an IPC stream. storageVersion as for Create.
+func (o *Oracle) CreateRecords(ctx context.Context, root string, recs []arrow.Record, storageVersion string) (*Result, error) {
+	var extra []string
+	if storageVersion != "" {
+		extra = []string{"--storage-version", storageVersion}
+	}
+	return o.withIPC(ctx, "create", root, recs, extra...)
+}
+
+// AppendRecords adds Arrow record batches with the official writer's
+// table.add.
+func (o *Oracle) AppendRecords(ctx context.Context, root string, recs []arrow.Record) (*Result, error) {
+	return o.withIPC(ctx, "append", root, recs)
+}
+
+func (o *Oracle) withIPC(ctx context.Context, cmd, root string, recs []arrow.Record, extra ...string) (*Result, error) {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("no record batches: %w", errs.ErrInvalid)
+	}
+	return o.withFile(ctx, cmd, root, "oracle-batches-*.arrow", func(f *os.File) error {
+		w := ipc.NewWriter(f, ipc.WithSchema(recs[0].Schema()))
+		for _, r := range recs {
+			if err := w.Write(r); err != nil {
+				w.Close()
+				return err
+			}
+		}
+		return w.Close()
+	}, extra...)
 }
 
 // Optimize runs the official table.optimize() (compaction and cleanup).
