@@ -29,6 +29,9 @@ type Descriptor struct {
 	Rows uint64 `json:"rows"`
 	// Checksum is "crc32c:<8 hex digits>" over the whole file.
 	Checksum string `json:"checksum"`
+	// ETag is the object store's entity tag of the file as uploaded (""
+	// on a local filesystem): the verifier refuses a replaced object.
+	ETag string `json:"etag,omitempty"`
 	// FileMajor and FileMinor are the format numbers a manifest records
 	// (2.0 or 2.1).
 	FileMajor uint32 `json:"file_major"`
@@ -160,10 +163,15 @@ func (w *FileWriter) Close() (Descriptor, error) {
 		return Descriptor{}, fmt.Errorf("write %s: %w", w.rel, err)
 	}
 	major, minor := w.vers.ManifestNumbers()
-	return Descriptor{
+	desc := Descriptor{
 		Path: w.rel, Size: size, Rows: w.lw.Rows(), Checksum: checksumString(w.crc.Sum32()),
-		FileMajor: major, FileMinor: minor, FieldIDs: w.schema.FieldIDs(),
-	}, nil
+		ETag: w.ow.Committed().ETag, FileMajor: major, FileMinor: minor, FieldIDs: w.schema.FieldIDs(),
+	}
+	if in := w.ow.Committed(); in.HasCRC32C && checksumString(in.CRC32C) != desc.Checksum {
+		return Descriptor{}, fmt.Errorf("write %s: the store keeps checksum %s, the writer computed %s: %w",
+			w.rel, checksumString(in.CRC32C), desc.Checksum, ErrCorruptFile)
+	}
+	return desc, nil
 }
 
 // Abort removes the partial file (aborts the upload).
@@ -178,11 +186,43 @@ func (w *FileWriter) Abort() error {
 // VerifyFile checks that the descriptor's file exists with the recorded size
 // and checksum and ends with a Lance footer. A missing file is ErrMissingFile,
 // any mismatch ErrCorruptFile; both name the path.
+//
+// On an object store that keeps a whole-object CRC-32C it computed itself
+// from the bytes it received (S3 FULL_OBJECT checksums), one HEAD is the
+// check: same size, same ETag, same CRC-32C as the writer's means the very
+// bytes the writer produced, footer included. Elsewhere (a local
+// filesystem, a store without checksums, an object replaced without one)
+// the file is read and hashed.
 func (d *Dataset) VerifyFile(desc Descriptor) error {
 	key, err := d.dataPath(desc.Path)
 	if err != nil {
 		return err
 	}
+	p := d.store.Join(key)
+	in, err := d.store.Stat(context.Background(), key)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("%s: %w", p, ErrMissingFile)
+		}
+		return err
+	}
+	if uint64(in.Size) != desc.Size {
+		return fmt.Errorf("%s: size %d, descriptor says %d: %w", p, in.Size, desc.Size, ErrCorruptFile)
+	}
+	if desc.ETag != "" && in.ETag != desc.ETag {
+		return fmt.Errorf("%s: ETag %s, descriptor says %s (the object was replaced): %w", p, in.ETag, desc.ETag, ErrCorruptFile)
+	}
+	if in.HasCRC32C {
+		if got := checksumString(in.CRC32C); got != desc.Checksum {
+			return fmt.Errorf("%s: the store's checksum %s, descriptor says %s: %w", p, got, desc.Checksum, ErrCorruptFile)
+		}
+		return nil
+	}
+	return d.verifyRead(key, desc)
+}
+
+// verifyRead reads and hashes the file, then checks its footer.
+func (d *Dataset) verifyRead(key string, desc Descriptor) error {
 	p := d.store.Join(key)
 	r, err := d.store.Open(context.Background(), key)
 	if err != nil {

@@ -262,7 +262,7 @@ func (l *Local) Create(_ context.Context, key string) (Writer, error) {
 	}
 	w := &localWriter{f: f}
 	w.bw = bufio.NewWriterSize(w, bufferSize)
-	return &localBuffered{w: w}, nil
+	return &localBuffered{w: w, key: key}, nil
 }
 
 // localWriter writes through to the file, starting writeback every
@@ -285,11 +285,24 @@ func (w *localWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-type localBuffered struct{ w *localWriter }
+type localBuffered struct {
+	w         *localWriter
+	key       string
+	committed bool
+}
 
 func (b *localBuffered) Write(p []byte) (int, error) { return b.w.bw.Write(p) }
 
 func (b *localBuffered) BufferBytes() int { return bufferSize }
+
+// Committed gives the file's key and size (a local store keeps no
+// checksum: a verifier reads the file).
+func (b *localBuffered) Committed() Info {
+	if !b.committed {
+		return Info{}
+	}
+	return Info{Key: b.key, Size: b.w.off}
+}
 
 // Commit flushes, fsyncs the file and its directory; on error the partial
 // file is removed. A failed fsync wraps durable.ErrSyncFailed.
@@ -313,6 +326,7 @@ func (b *localBuffered) Commit() error {
 		os.Remove(w.f.Name())
 		return err
 	}
+	b.committed = true
 	return nil
 }
 
