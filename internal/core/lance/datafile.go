@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
 	"hash/crc32"
 	"io"
 	"strings"
@@ -60,7 +59,6 @@ type FileOptions struct {
 // upload with bounded part buffers for a large file).
 type FileWriter struct {
 	ow     objstore.Writer
-	crc    hash.Hash32
 	lw     *lancefile.Writer
 	rel    string
 	schema *Schema
@@ -70,17 +68,6 @@ type FileWriter struct {
 	finishErr error
 	size      uint64
 	done      bool
-}
-
-// crcSink checksums a data file's bytes on their way to the store.
-type crcSink struct {
-	h hash.Hash32
-	w io.Writer
-}
-
-func (s crcSink) Write(p []byte) (int, error) {
-	s.h.Write(p)
-	return s.w.Write(p)
 }
 
 // CreateFile creates data/<name>.lance exclusively (an existing local file
@@ -107,8 +94,8 @@ func (d *Dataset) CreateFile(schema *Schema, opts FileOptions) (*FileWriter, err
 		}
 		return nil, err
 	}
-	fw := &FileWriter{ow: ow, crc: crc32.New(castagnoli), rel: rel, schema: schema, vers: opts.Version}
-	fw.lw, err = lancefile.NewWriter(crcSink{h: fw.crc, w: ow}, schema, lancefile.Options{Version: opts.Version, MaxPageBytes: opts.MaxPageBytes})
+	fw := &FileWriter{ow: ow, rel: rel, schema: schema, vers: opts.Version}
+	fw.lw, err = lancefile.NewWriter(ow, schema, lancefile.Options{Version: opts.Version, MaxPageBytes: opts.MaxPageBytes})
 	if err != nil {
 		fw.Abort()
 		return nil, err
@@ -164,7 +151,7 @@ func (w *FileWriter) Close() (Descriptor, error) {
 	}
 	major, minor := w.vers.ManifestNumbers()
 	desc := Descriptor{
-		Path: w.rel, Size: size, Rows: w.lw.Rows(), Checksum: checksumString(w.crc.Sum32()),
+		Path: w.rel, Size: size, Rows: w.lw.Rows(), Checksum: checksumString(w.ow.CRC32C()),
 		ETag: w.ow.Committed().ETag, FileMajor: major, FileMinor: minor, FieldIDs: w.schema.FieldIDs(),
 	}
 	if in := w.ow.Committed(); in.HasCRC32C && checksumString(in.CRC32C) != desc.Checksum {

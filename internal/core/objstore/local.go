@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -288,10 +289,18 @@ func (w *localWriter) Write(p []byte) (int, error) {
 type localBuffered struct {
 	w         *localWriter
 	key       string
+	crc       uint32
 	committed bool
 }
 
-func (b *localBuffered) Write(p []byte) (int, error) { return b.w.bw.Write(p) }
+func (b *localBuffered) Write(p []byte) (int, error) {
+	n, err := b.w.bw.Write(p)
+	b.crc = crc32.Update(b.crc, castagnoli, p[:n])
+	return n, err
+}
+
+// CRC32C is the checksum of the bytes written so far.
+func (b *localBuffered) CRC32C() uint32 { return b.crc }
 
 func (b *localBuffered) BufferBytes() int { return bufferSize }
 

@@ -98,6 +98,12 @@ func (s *S3) Create(ctx context.Context, key string) (Writer, error) {
 // BufferBytes is two parts: the one filling and the one uploading.
 func (w *s3Writer) BufferBytes() int { return 2 * w.s.partSize }
 
+// CRC32C is the checksum of the parts sent so far and the bytes in the
+// filling buffer.
+func (w *s3Writer) CRC32C() uint32 {
+	return crc32Combine(w.crc, crc32.Checksum(w.buf, castagnoli), int64(len(w.buf)))
+}
+
 // Committed is the object as the store answered its last request.
 func (w *s3Writer) Committed() Info { return w.info }
 

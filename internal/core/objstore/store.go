@@ -72,6 +72,10 @@ type Writer interface {
 	// BufferBytes is the memory the writer holds for unsent bytes (its
 	// bounded part buffers), for the caller's memory budget.
 	BufferBytes() int
+	// CRC32C is the CRC-32C (Castagnoli) of every byte written so far:
+	// the writer computes it once, as the bytes pass, for the caller's
+	// descriptor and (on S3) for the store to check.
+	CRC32C() uint32
 	// Committed describes the object once Commit returned nil: its size
 	// and, on an object store, the ETag and the CRC-32C the store checked
 	// and keeps (what Stat returns for it while it is unchanged).
