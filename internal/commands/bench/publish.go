@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -41,7 +42,10 @@ type PublishOptions struct {
 	Modes  []string
 	DDMiB  int
 	Keep   bool
-	Child  bool // hidden: this process is the measured child
+	// CPUProfile, when set, makes each mode's child write a CPU profile of
+	// its publication (claim to idle) to CPUProfile.<mode>.
+	CPUProfile string
+	Child      bool // hidden: this process is the measured child
 }
 
 // NewCmdPublish returns `bench publish`.
@@ -66,8 +70,10 @@ measurement starts after sync(2). Figures are recorded, never asserted.
 Scratch data is removed unless --keep. With --lance-root s3://bucket/prefix
 the tables go to the bucket under walctl-bench/<run>/ (left there) and each
 mode's data files are then put again, one PutObject each, to the same store:
-"ratio to raw put" is that upload's time over the publication's.`,
-		Example: "  walctl bench publish\n  walctl bench publish --size 4GiB --budget 256MiB --output json\n  walctl bench publish --size 8MiB --modes streamed --dd-mib 16\n  walctl bench publish --lance-root s3://lake/walctl --size 256MiB --output json",
+"ratio to raw put" is that upload's time over the publication's.
+--cpuprofile FILE has each mode's child write a CPU profile of its
+publication to FILE.<mode> (read it with go tool pprof).`,
+		Example: "  walctl bench publish\n  walctl bench publish --size 4GiB --budget 256MiB --output json\n  walctl bench publish --size 8MiB --modes streamed --dd-mib 16\n  walctl bench publish --lance-root s3://lake/walctl --size 256MiB --output json\n  walctl bench publish --lance-root s3://lake/walctl --size 256MiB --cpuprofile /tmp/publish.pprof",
 		Args:    cmdutil.ExactArgs(0, "bench publish takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.DataDir, opts.Streamed = f.Global().DataDir, f.Config.Bool(cmdutil.KeyPipeline)
@@ -94,6 +100,7 @@ mode's data files are then put again, one PutObject each, to the same store:
 	cmd.Flags().StringSliceVar(&opts.Modes, "modes", []string{"buffered", "streamed"}, "preparation modes to measure, in order")
 	cmd.Flags().IntVar(&opts.DDMiB, "dd-mib", 512, "MiB written by the dd measurement")
 	cmd.Flags().BoolVar(&opts.Keep, "keep", false, "keep the scratch data directories")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write each mode's CPU profile of the publication (in the child) to FILE.<mode>")
 	cmd.Flags().BoolVar(&opts.Child, "child", false, "run as the measured child (internal)")
 	_ = cmd.Flags().MarkHidden("child")
 	return cmd
@@ -125,7 +132,7 @@ func publishRun(ctx context.Context, opts *PublishOptions) error {
 		}
 	}
 	cfg := pubbench.Config{Root: root, Size: opts.Size, Budget: opts.Budget, Modes: opts.Modes, DDMiB: opts.DDMiB,
-		Keep: opts.Keep, Exe: exe, Args: []string{"bench", "publish", "--child", "--output", "json", "--log-level", "warn"},
+		Keep: opts.Keep, Exe: exe, Args: childArgs(opts),
 		ChildEnv: func(mode, dir string) []string { return childEnv(opts, s3b, mode, dir) },
 		Log:      opts.ErrOut}
 	if s3b != nil {
@@ -166,6 +173,10 @@ func childRun(ctx context.Context, opts *PublishOptions) error {
 		return err
 	}
 	var r pubbench.ModeResult
+	stop, err := startCPUProfile(opts)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	_, _, err = pub.All(ctx, pubbench.BenchTable, func(res *publish.Result) {
 		r.Rounds++
@@ -173,16 +184,52 @@ func childRun(ctx context.Context, opts *PublishOptions) error {
 		r.Rows += int64(res.Rows)
 		r.Files += len(res.Files)
 	})
+	r.Seconds = time.Since(start).Seconds()
+	if perr := stop(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
-	r.Seconds = time.Since(start).Seconds()
 	if r.Seconds > 0 {
 		r.MiBps = float64(r.Bytes) / (1 << 20) / r.Seconds
 	}
 	fmt.Fprintf(opts.ErrOut, "published %s in %.2fs (%.1f MiB/s, streamed=%v)\n",
 		humanize.IBytes(uint64(r.Bytes)), r.Seconds, r.MiBps, opts.Streamed)
 	return opts.Print(r, nil)
+}
+
+// childArgs are the measured child's arguments.
+func childArgs(opts *PublishOptions) []string {
+	args := []string{"bench", "publish", "--child", "--output", "json", "--log-level", "warn"}
+	if opts.CPUProfile != "" {
+		args = append(args, "--cpuprofile", opts.CPUProfile)
+	}
+	return args
+}
+
+// startCPUProfile starts the child's CPU profile into
+// CPUProfile.<mode> (nothing without --cpuprofile); stop writes it out.
+func startCPUProfile(opts *PublishOptions) (stop func() error, err error) {
+	if opts.CPUProfile == "" {
+		return func() error { return nil }, nil
+	}
+	mode := "buffered"
+	if opts.Streamed {
+		mode = "streamed"
+	}
+	f, err := os.Create(opts.CPUProfile + "." + mode)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w: %w", errs.ErrInvalid, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // ddList formats dd bandwidths as "1150.2, 1120.7, 1098.0".

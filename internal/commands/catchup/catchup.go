@@ -42,10 +42,11 @@ Kubernetes Job, or a child process of the master on the embedded default). The
 master admits it (from its backlog scan or 'catchup submit'); 'catchup run' is
 what the Job runs. submit, status and cancel talk to the master API at --master
 (master.url; default: the master serving this data dir) with the bearer token
-from WALCTL_MASTER_TOKEN or master.token. 'catchup policy' shows and changes
-the policy stored in etcd.`,
+from WALCTL_MASTER_TOKEN or master.token (a follower of several masters
+sends them to the leader). 'catchup list' reads every reservation from etcd;
+'catchup policy' shows and changes the policy stored in etcd.`,
 	}
-	cmd.AddCommand(NewCmdRun(f, nil), NewCmdSubmit(f, nil), NewCmdStatus(f, nil), NewCmdCancel(f, nil), NewCmdPolicy(f))
+	cmd.AddCommand(NewCmdRun(f, nil), NewCmdSubmit(f, nil), NewCmdStatus(f, nil), NewCmdCancel(f, nil), NewCmdList(f, nil), NewCmdPolicy(f))
 	return cmd
 }
 
@@ -87,28 +88,25 @@ func newDeps(f *cmdutil.Factory) deps {
 			}
 			return c, err
 		},
-		Policies: func(ctx context.Context) (PolicyStore, error) {
-			co, err := f.Coord(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
-		},
-		Print: f.Print,
+		Policies: func(ctx context.Context) (PolicyStore, error) { return records(ctx, f) },
+		Print:    f.Print,
 	}
+}
+
+// records opens the catch-up records on the configured etcd.
+func records(ctx context.Context, f *cmdutil.Factory) (*corecatchup.Store, error) {
+	co, err := f.Coord(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
 }
 
 // newRunOptions wires the lazy dependencies from the factory.
 func newRunOptions(f *cmdutil.Factory) *RunOptions {
 	return &RunOptions{
-		Admission: func(ctx context.Context) (executor.Admission, error) {
-			co, err := f.Coord(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return corecatchup.NewStore(co, corecatchup.StoreOptions{CallTimeout: f.Timeout()}), nil
-		},
-		WAL: func(ctx context.Context) (executor.Sealed, error) { return f.WAL(ctx) },
+		Admission: func(ctx context.Context) (executor.Admission, error) { return records(ctx, f) },
+		WAL:       func(ctx context.Context) (executor.Sealed, error) { return f.WAL(ctx) },
 		Publisher: func(ctx context.Context, opts *RunOptions, guard func(context.Context, string) error, execution func() string) (executor.Acquirer, error) {
 			owner := f.Owner(coord.OwnerCatchup)
 			owner.JobID = opts.JobID

@@ -29,6 +29,8 @@ const (
 	KeyJobTemplate   = "master.job_template"
 	KeyJobCPU        = "master.job_cpu"
 	KeyJobMemory     = "master.job_memory"
+	KeyLeaderTTL     = "master.leader_ttl"
+	KeyAdvertiseURL  = "master.advertise_url"
 )
 
 func init() {
@@ -42,6 +44,8 @@ func init() {
 		cmdutil.Setting{Key: KeyJobTemplate, Default: "", Usage: "kubernetes runner: reviewed Job template file (pinned image)"},
 		cmdutil.Setting{Key: KeyJobCPU, Default: "1", Usage: "kubernetes runner: CPU request and limit of an executor"},
 		cmdutil.Setting{Key: KeyJobMemory, Default: "2Gi", Usage: "kubernetes runner: memory request and limit of an executor"},
+		cmdutil.Setting{Key: KeyLeaderTTL, Default: catchup.DefaultLeaderTTL, Usage: "lease of the catch-up leader election: a leader that cannot renew it for this long stops acting (whole seconds)"},
+		cmdutil.Setting{Key: KeyAdvertiseURL, Default: "", Usage: "API URL followers hand to clients while this master leads (default: the URL it listens on)"},
 	)
 }
 
@@ -64,6 +68,8 @@ type Options struct {
 	Token        string
 	ScanInterval time.Duration
 	Grace        time.Duration
+	LeaderTTL    time.Duration
+	AdvertiseURL string
 }
 
 // NewCmdMaster returns the `master` command group.
@@ -106,6 +112,14 @@ API (bearer token from master.token / WALCTL_MASTER_TOKEN, required):
 Request bodies are limited to 16 KiB; unknown fields and any field supplying a
 Pod spec, image, command or force flag are refused with 400.
 
+Several masters (one etcd, one WAL, their own data dirs) elect one catch-up
+leader through etcd (master.leader_ttl): only the leader scans, admits, observes
+and cancels, and every write of its controller is guarded by its election key
+in the same etcd transaction, so a paused, deposed leader's late write is
+refused (walctl_catchup_leader_refused_writes_total). A follower serves status
+and answers admissions and cancellations with 503, code "not_leader" and the
+leader's URL (master.advertise_url; the catch-up clients follow it once).
+
 The API URL is written to <data-dir>/master/ENDPOINT for the catch-up clients.
 On SIGTERM or SIGINT it stops accepting requests, lets in-flight ones finish
 (master.shutdown_grace), stops the controller and exits 0; running Jobs are left
@@ -133,7 +147,7 @@ to finish and a restarted master reconciles them from etcd.`,
 			return runRun(cmd.Context(), opts)
 		},
 	}
-	cmdutil.AddSettingFlags(cmd.Flags(), append([]string{KeyListen, KeyRunner, KeyScanInterval, KeyLocalGrace,
+	cmdutil.AddSettingFlags(cmd.Flags(), append([]string{KeyListen, KeyAdvertiseURL, KeyLeaderTTL, KeyRunner, KeyScanInterval, KeyLocalGrace,
 		KeyShutdownGrace, KeyNamespace, KeyJobTemplate, KeyJobCPU, KeyJobMemory, KeyKubeAPI, KeyKubeTokenFile, KeyKubeCAFile, KeyJobS3Secret},
 		catchupcmd.PolicyKeys...)...)
 	return cmd
@@ -164,6 +178,7 @@ func fillOptions(opts *Options, f *cmdutil.Factory) {
 		Logger:     f.Logger, Policy: catchupcmd.PolicyFromConfig(cfg), LanceRoot: g.LanceRoot, DataDir: g.DataDir,
 		Listen: cfg.String(KeyListen), Token: cfg.String(catchupcmd.KeyMasterToken),
 		ScanInterval: cfg.Duration(KeyScanInterval), Grace: cfg.Duration(KeyShutdownGrace),
+		LeaderTTL: cfg.Duration(KeyLeaderTTL), AdvertiseURL: cfg.String(KeyAdvertiseURL),
 	}
 }
 
@@ -187,6 +202,6 @@ func runRun(ctx context.Context, opts *Options) error {
 		NewRunner: func(p catchup.Policy) (catchup.Runner, error) { return opts.NewRunner(ctx, p) },
 		WAL:       log, Watermarks: watermarks.FromStore(cmdutil.RootStore(root, opts.LanceRoot)), ScanInterval: opts.ScanInterval,
 		Listen: opts.Listen, EndpointFile: coremaster.EndpointFile(opts.DataDir), Token: opts.Token,
-		ShutdownGrace: opts.Grace, Logger: opts.Logger,
+		ShutdownGrace: opts.Grace, Logger: opts.Logger, LeaderTTL: opts.LeaderTTL, AdvertiseURL: opts.AdvertiseURL,
 	})
 }

@@ -84,6 +84,14 @@ const maxTxnRetries = 8
 // errs.ErrUnavailable — after which the reservation may or may not have been
 // written: Status (or a repeat, which coalesces) tells.
 func (m *Master) Admit(ctx context.Context, req Request) (Admission, error) {
+	a, err := m.admit(ctx, req)
+	if err == nil {
+		m.s.metrics.admission(a.Decision, req.Source)
+	}
+	return a, err
+}
+
+func (m *Master) admit(ctx context.Context, req Request) (Admission, error) {
 	table := req.Target
 	for try := 0; try < maxTxnRetries; try++ {
 		v, err := m.s.view(ctx, table, true)
@@ -159,7 +167,11 @@ func (m *Master) Admit(ctx context.Context, req Request) (Admission, error) {
 }
 
 // txn runs one guarded transaction with a deadline; op names it in errors.
+// On a Guarded store it is leaderTxn.
 func (s *Store) txn(ctx context.Context, op string, cmps []clientv3.Cmp, then ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if s.term != nil {
+		return s.leaderTxn(ctx, op, cmps, then)
+	}
 	cctx, cancel := s.callCtx(ctx)
 	resp, err := s.cli.Txn(cctx).If(cmps...).Then(then...).Commit()
 	cancel()
@@ -178,3 +190,12 @@ func usedSlots(slots map[int]slotRecord) map[int]bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Guarded returns m acting under the leadership term t: every write of
+// its admissions, cancellations, scans and controller (built on it) is
+// guarded by t (Store.Guarded).
+func (m *Master) Guarded(t *Term) *Master {
+	g := *m
+	g.s = m.s.Guarded(t)
+	return &g
+}

@@ -2,6 +2,7 @@ package catchup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -91,6 +92,12 @@ func (m *Master) Cancel(ctx context.Context, table, reason, by string) error {
 	}
 	obs := observedAdmission{rev: v.admRev, seq: v.adm.Seq, exec: v.adm.ExecID}
 	err = m.s.cancelObserved(ctx, table, obs, Termination{Reason: reason, By: by, RequestedAt: m.s.now()})
+	switch {
+	case err == nil:
+		m.s.metrics.cancellation("operator", "closed")
+	case errors.Is(err, ErrProgressAdvanced):
+		m.s.metrics.cancellation("operator", "defeated")
+	}
 	if err == nil {
 		m.log.InfoContext(ctx, "catch-up cancellation requested", "table", table, "job", v.target.JobID,
 			"by", by, "reason", reason, "observed_seq", obs.seq, "observed_exec", obs.exec)

@@ -83,6 +83,9 @@ func (c *Controller) handover(ctx context.Context, v tableView) (bool, time.Dura
 // master), a Job this call created for an attempt that is no longer
 // current is terminated at once.
 func (c *Controller) start(ctx context.Context, v tableView) (bool, time.Duration, error) {
+	if err := c.s.acting(); err != nil {
+		return false, 0, err
+	}
 	ref, err := c.r.Create(ctx, c.s.jobSpec(c.p, v.target))
 	if err != nil {
 		return false, 0, fmt.Errorf("create catch-up job %s for table %s: %w", v.target.JobID, v.table, err)
@@ -137,6 +140,7 @@ func (c *Controller) observe(ctx context.Context, v tableView) (bool, time.Durat
 	}
 	o := c.detector(v.table).observe(progressSample{At: now, ExecID: v.adm.ExecID, Seq: v.adm.Seq})
 	c.record(v.table, o)
+	c.s.metrics.verdict(o)
 	if o.Verdict != VerdictStalled {
 		return false, c.p.ObserveInterval, nil
 	}
@@ -144,11 +148,13 @@ func (c *Controller) observe(ctx context.Context, v tableView) (bool, time.Durat
 	err = c.s.cancelObserved(ctx, v.table, obs, Termination{Reason: "stalled: " + o.Detail, By: "controller", RequestedAt: now, Failure: true})
 	switch {
 	case errors.Is(err, ErrProgressAdvanced):
+		c.s.metrics.cancellation("controller", "defeated")
 		c.log.InfoContext(ctx, "catch-up stall cancellation defeated by progress", "table", v.table, "job", rec.JobID, "err", err)
 		return false, c.p.ObserveInterval, nil
 	case err != nil:
 		return false, 0, err
 	}
+	c.s.metrics.cancellation("controller", "closed")
 	c.log.WarnContext(ctx, "catch-up job stalled; admission closed, terminating", "table", v.table, "job", rec.JobID,
 		"seq", obs.seq, "exec", obs.exec, "detail", o.Detail)
 	return true, 0, nil
@@ -225,7 +231,7 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 			_, err := c.put(ctx, v, rec)
 			return true, 0, err
 		}
-		err := c.r.Terminate(ctx, *rec.Job)
+		err := c.terminateJob(ctx, *rec.Job)
 		switch {
 		case err == nil || errors.Is(err, ErrJobNotFound):
 			t.Done = true
@@ -265,6 +271,15 @@ func (c *Controller) terminate(ctx context.Context, v tableView) (bool, time.Dur
 		}
 	}
 	return c.release(ctx, v, t)
+}
+
+// terminateJob is Runner.Terminate for a controller still within its
+// leadership term (a deposed leader terminates nothing).
+func (c *Controller) terminateJob(ctx context.Context, ref JobRef) error {
+	if err := c.s.acting(); err != nil {
+		return err
+	}
+	return c.r.Terminate(ctx, ref)
 }
 
 // finish waits for every Pod of a Job that ended by itself, then releases.

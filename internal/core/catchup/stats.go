@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -117,13 +119,9 @@ func (sc *Scanner) scanTable(ctx context.Context, table string) (TableStats, err
 
 // putStats writes one table's statistics.
 func (s *Store) putStats(ctx context.Context, st TableStats) error {
-	cctx, cancel := s.callCtx(ctx)
-	_, err := s.cli.Put(cctx, s.k.stats(st.Table), encode(KindStats, statsRecord{hdr(KindStats), st}))
-	cancel()
-	if err != nil {
-		return unavailable(ctx, s.c, "write backlog statistics of table "+st.Table, err)
-	}
-	return nil
+	_, err := s.txn(ctx, "write backlog statistics of table "+st.Table, nil,
+		clientv3.OpPut(s.k.stats(st.Table), encode(KindStats, statsRecord{hdr(KindStats), st})))
+	return err
 }
 
 // Stats returns table's latest statistics; ok is false when none exist.

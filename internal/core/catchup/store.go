@@ -18,6 +18,9 @@ type StoreOptions struct {
 	Clock clock.PassiveClock
 	// CallTimeout bounds every etcd call (default coord.DefaultCallTimeout).
 	CallTimeout time.Duration
+	// Metrics, when set, counts admissions, stall verdicts, cancellations
+	// and refused leader writes.
+	Metrics *Metrics
 }
 
 // Store reads and writes the catch-up records of one coord prefix. It is
@@ -31,6 +34,10 @@ type Store struct {
 	clock       clock.PassiveClock
 	callTimeout time.Duration
 	hooks       hooks
+	// term, when set, guards every write (Guarded); metrics count
+	// decisions and refusals (nil: none).
+	term    *Term
+	metrics *Metrics
 }
 
 // hooks let tests act at the exact point of a race, never by timing.
@@ -42,7 +49,7 @@ type hooks struct {
 
 // NewStore returns a Store on c's etcd client and key prefix.
 func NewStore(c *coord.Client, opts StoreOptions) *Store {
-	s := &Store{c: c, cli: c.Etcd(), k: keys{c}, clock: opts.Clock, callTimeout: opts.CallTimeout}
+	s := &Store{c: c, cli: c.Etcd(), k: keys{c}, clock: opts.Clock, callTimeout: opts.CallTimeout, metrics: opts.Metrics}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}

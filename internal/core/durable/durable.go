@@ -68,6 +68,20 @@ func SyncFile(f *os.File) error {
 	return nil
 }
 
+// DataSync fdatasyncs f (on Linux; fsync elsewhere): its data and the
+// metadata needed to read it back, without flushing timestamps. It passes
+// the fsync failpoint, and an error wraps ErrSyncFailed.
+func DataSync(f *os.File) error {
+	err := inject(FailSync, syscall.EIO)
+	if err == nil {
+		err = fdatasync(f)
+	}
+	if err != nil {
+		return fmt.Errorf("fdatasync %s: %w: %w", f.Name(), ErrSyncFailed, err)
+	}
+	return nil
+}
+
 // SyncDir fsyncs the directory dir, making the names created, renamed,
 // linked or removed in it durable; an error wraps ErrSyncFailed.
 func SyncDir(dir string) error {

@@ -54,6 +54,9 @@ const (
 	AfterFilesPrepared = "after-files-prepared"
 	// AfterDescriptorRecord: the descriptor set is recorded.
 	AfterDescriptorRecord = "after-descriptor-record"
+	// BeforeControllerWrite: a catch-up leader has checked its term locally
+	// and is about to send a write guarded by its election key.
+	BeforeControllerWrite = "before-controller-write"
 )
 
 // ErrInjected is returned by an "error" action.

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
 	"hash/crc32"
 	"io"
 	"strings"
@@ -29,6 +28,9 @@ type Descriptor struct {
 	Rows uint64 `json:"rows"`
 	// Checksum is "crc32c:<8 hex digits>" over the whole file.
 	Checksum string `json:"checksum"`
+	// ETag is the object store's entity tag of the file as uploaded (""
+	// on a local filesystem): the verifier refuses a replaced object.
+	ETag string `json:"etag,omitempty"`
 	// FileMajor and FileMinor are the format numbers a manifest records
 	// (2.0 or 2.1).
 	FileMajor uint32 `json:"file_major"`
@@ -57,7 +59,6 @@ type FileOptions struct {
 // upload with bounded part buffers for a large file).
 type FileWriter struct {
 	ow     objstore.Writer
-	crc    hash.Hash32
 	lw     *lancefile.Writer
 	rel    string
 	schema *Schema
@@ -67,17 +68,6 @@ type FileWriter struct {
 	finishErr error
 	size      uint64
 	done      bool
-}
-
-// crcSink checksums a data file's bytes on their way to the store.
-type crcSink struct {
-	h hash.Hash32
-	w io.Writer
-}
-
-func (s crcSink) Write(p []byte) (int, error) {
-	s.h.Write(p)
-	return s.w.Write(p)
 }
 
 // CreateFile creates data/<name>.lance exclusively (an existing local file
@@ -104,8 +94,8 @@ func (d *Dataset) CreateFile(schema *Schema, opts FileOptions) (*FileWriter, err
 		}
 		return nil, err
 	}
-	fw := &FileWriter{ow: ow, crc: crc32.New(castagnoli), rel: rel, schema: schema, vers: opts.Version}
-	fw.lw, err = lancefile.NewWriter(crcSink{h: fw.crc, w: ow}, schema, lancefile.Options{Version: opts.Version, MaxPageBytes: opts.MaxPageBytes})
+	fw := &FileWriter{ow: ow, rel: rel, schema: schema, vers: opts.Version}
+	fw.lw, err = lancefile.NewWriter(ow, schema, lancefile.Options{Version: opts.Version, MaxPageBytes: opts.MaxPageBytes})
 	if err != nil {
 		fw.Abort()
 		return nil, err
@@ -160,10 +150,15 @@ func (w *FileWriter) Close() (Descriptor, error) {
 		return Descriptor{}, fmt.Errorf("write %s: %w", w.rel, err)
 	}
 	major, minor := w.vers.ManifestNumbers()
-	return Descriptor{
-		Path: w.rel, Size: size, Rows: w.lw.Rows(), Checksum: checksumString(w.crc.Sum32()),
-		FileMajor: major, FileMinor: minor, FieldIDs: w.schema.FieldIDs(),
-	}, nil
+	desc := Descriptor{
+		Path: w.rel, Size: size, Rows: w.lw.Rows(), Checksum: checksumString(w.ow.CRC32C()),
+		ETag: w.ow.Committed().ETag, FileMajor: major, FileMinor: minor, FieldIDs: w.schema.FieldIDs(),
+	}
+	if in := w.ow.Committed(); in.HasCRC32C && checksumString(in.CRC32C) != desc.Checksum {
+		return Descriptor{}, fmt.Errorf("write %s: the store keeps checksum %s, the writer computed %s: %w",
+			w.rel, checksumString(in.CRC32C), desc.Checksum, ErrCorruptFile)
+	}
+	return desc, nil
 }
 
 // Abort removes the partial file (aborts the upload).
@@ -178,11 +173,43 @@ func (w *FileWriter) Abort() error {
 // VerifyFile checks that the descriptor's file exists with the recorded size
 // and checksum and ends with a Lance footer. A missing file is ErrMissingFile,
 // any mismatch ErrCorruptFile; both name the path.
+//
+// On an object store that keeps a whole-object CRC-32C it computed itself
+// from the bytes it received (S3 FULL_OBJECT checksums), one HEAD is the
+// check: same size, same ETag, same CRC-32C as the writer's means the very
+// bytes the writer produced, footer included. Elsewhere (a local
+// filesystem, a store without checksums, an object replaced without one)
+// the file is read and hashed.
 func (d *Dataset) VerifyFile(desc Descriptor) error {
 	key, err := d.dataPath(desc.Path)
 	if err != nil {
 		return err
 	}
+	p := d.store.Join(key)
+	in, err := d.store.Stat(context.Background(), key)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("%s: %w", p, ErrMissingFile)
+		}
+		return err
+	}
+	if uint64(in.Size) != desc.Size {
+		return fmt.Errorf("%s: size %d, descriptor says %d: %w", p, in.Size, desc.Size, ErrCorruptFile)
+	}
+	if desc.ETag != "" && in.ETag != desc.ETag {
+		return fmt.Errorf("%s: ETag %s, descriptor says %s (the object was replaced): %w", p, in.ETag, desc.ETag, ErrCorruptFile)
+	}
+	if in.HasCRC32C {
+		if got := checksumString(in.CRC32C); got != desc.Checksum {
+			return fmt.Errorf("%s: the store's checksum %s, descriptor says %s: %w", p, got, desc.Checksum, ErrCorruptFile)
+		}
+		return nil
+	}
+	return d.verifyRead(key, desc)
+}
+
+// verifyRead reads and hashes the file, then checks its footer.
+func (d *Dataset) verifyRead(key string, desc Descriptor) error {
 	p := d.store.Join(key)
 	r, err := d.store.Open(context.Background(), key)
 	if err != nil {

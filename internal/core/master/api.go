@@ -21,6 +21,12 @@
 // when a cancellation loses to concurrent progress; 413 for a body over
 // the limit; 500 for records this binary does not know; 503 when etcd or
 // the WAL is unavailable. A refused request writes nothing.
+//
+// Several masters: one leads (etcd election); a follower answers POSTs
+// (admission, cancel) with 503, code "not_leader", the leader's URL in
+// "leader" and the X-Walctl-Leader header (Client follows it once), and
+// serves GET status itself from etcd. A leader whose term ended under a
+// request answers 503 too (code "unavailable"): etcd refused its write.
 package master
 
 import (
@@ -178,6 +184,15 @@ func statusOf(err error) (int, string) {
 }
 
 func (s *Server) failErr(w http.ResponseWriter, route string, err error) {
+	var nl *NotLeaderError
+	if errors.As(err, &nl) {
+		if nl.Leader.URL != "" {
+			w.Header().Set("X-Walctl-Leader", nl.Leader.URL)
+		}
+		s.reply(w, route, http.StatusServiceUnavailable, ErrorBody{Error: err.Error(), Code: "not_leader",
+			Status: http.StatusServiceUnavailable, Leader: nl.Leader.URL})
+		return
+	}
 	status, code := statusOf(err)
 	if status >= 500 {
 		s.cfg.Logger.Warn("master API request failed", "route", route, "err", err)

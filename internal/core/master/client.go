@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -88,7 +89,17 @@ func (c *Client) Cancel(ctx context.Context, req CancelRequest) (catchup.Status,
 
 // do sends one request and decodes a 200 answer into out; any other status
 // becomes an *APIError of the matching category carrying the API's message.
+// A follower's 503 naming the leader is followed once, to the leader.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	err := c.doAt(ctx, c.base, method, path, body, out)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Leader != "" && ae.Leader != c.base {
+		return c.doAt(ctx, ae.Leader, method, path, body, out)
+	}
+	return err
+}
+
+func (c *Client) doAt(ctx context.Context, base, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -97,7 +108,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return fmt.Errorf("master request: %v: %w", err, errs.ErrInvalid)
 	}
@@ -110,23 +121,23 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		return fmt.Errorf("master %s: %v: %w", c.base, err, errs.ErrUnavailable)
+		return fmt.Errorf("master %s: %v: %w", base, err, errs.ErrUnavailable)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("master %s: read answer: %v: %w", c.base, err, errs.ErrUnavailable)
+		return fmt.Errorf("master %s: read answer: %v: %w", base, err, errs.ErrUnavailable)
 	}
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("master %s: unparsable answer: %v: %w", c.base, err, errs.ErrUnavailable)
+			return fmt.Errorf("master %s: unparsable answer: %v: %w", base, err, errs.ErrUnavailable)
 		}
 		return nil
 	}
-	e := &APIError{URL: c.base, Status: resp.StatusCode, Message: strings.TrimSpace(string(data))}
+	e := &APIError{URL: base, Status: resp.StatusCode, Message: strings.TrimSpace(string(data))}
 	var eb ErrorBody
 	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-		e.Code, e.Message = eb.Code, eb.Error
+		e.Code, e.Message, e.Leader = eb.Code, eb.Error, strings.TrimRight(eb.Leader, "/")
 	}
 	return e
 }
@@ -138,6 +149,8 @@ type APIError struct {
 	Status  int
 	Code    string
 	Message string
+	// Leader is the leader's URL a follower named (503 not_leader).
+	Leader string
 }
 
 // Error names the master, the HTTP status and the API's message; a 401

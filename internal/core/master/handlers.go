@@ -22,6 +22,9 @@ type ErrorBody struct {
 	Error  string `json:"error"`
 	Code   string `json:"code"`
 	Status int    `json:"status"`
+	// Leader is the catch-up leader's URL, on a follower's 503 not_leader
+	// (omitted otherwise, and while no leader is elected).
+	Leader string `json:"leader,omitempty"`
 }
 
 // SubmitRequest is the body of POST /api/v1/catchup.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/utils/clock"
 
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/errs"
@@ -60,13 +61,27 @@ type RunConfig struct {
 	Logger *slog.Logger
 	// Started, when set, is called with the API's URL once it serves.
 	Started func(url string)
+	// ID names this master in the election (default host name and pid).
+	ID string
+	// AdvertiseURL is where followers send clients to this master when it
+	// leads (default the URL it listens on).
+	AdvertiseURL string
+	// LeaderTTL is the election session's lease (catchup.DefaultLeaderTTL
+	// if <= 0): a leader that cannot renew it for this long stops acting.
+	LeaderTTL time.Duration
+	// Metrics is set by Run (the catch-up counters on /metrics).
+	Metrics *catchup.Metrics
 }
 
 // Run is `walctl master run`: it opens the catch-up master under the
 // stored policy (a different stored policy fails closed with
-// catchup.ErrPolicyMismatch before anything is served), starts the
-// controller (with the periodic backlog scan) and serves the API with
-// /healthz and /metrics on cfg.Listen, until ctx ends. It then stops
+// catchup.ErrPolicyMismatch before anything is served), serves the API with
+// /healthz and /metrics on cfg.Listen, and campaigns for the catch-up
+// leadership (catchup.Store.Campaign): only the leader runs the controller
+// (backlog scan, admission, observation, cancellation), every write of it
+// guarded by the term; a follower serves status and answers admissions and
+// cancellations with 503 and the leader's URL (NotLeaderError). A lost
+// term stops the controller and campaigns again. All this until ctx ends. It then stops
 // accepting requests, lets in-flight ones finish within the shutdown grace,
 // stops the controller and returns nil; running Jobs are left to finish,
 // and a restarted master reconciles them from etcd. It returns early with
@@ -79,7 +94,11 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
-	m, err := catchup.OpenMaster(ctx, cfg.Store, cfg.Policy, cfg.Logger)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Metrics = catchup.NewMetrics(reg)
+	store := cfg.Store.WithMetrics(cfg.Metrics)
+	m, err := catchup.OpenMaster(ctx, store, cfg.Policy, cfg.Logger)
 	if err != nil {
 		return err
 	}
@@ -87,22 +106,26 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
-	ctrl, err := catchup.NewController(m, catchup.ControllerConfig{Runner: runner, Logger: cfg.Logger,
-		Scanner: catchup.NewScanner(cfg.Store, cfg.WAL, cfg.Watermarks), ScanInterval: cfg.ScanInterval})
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api, err := New(Config{Token: cfg.Token, Catchup: NewCatchup(m, ctrl), Tables: cfg.WAL, Registry: reg, Gatherer: reg, Logger: cfg.Logger})
-	if err != nil {
-		return err
-	}
+	reg.MustRegister(catchup.NewRecordsCollector(store, m.Policy()))
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("master.listen %s: %v: %w", cfg.Listen, err, errs.ErrInvalid)
 	}
 	url := "http://" + lis.Addr().String()
+	rep := &replica{m: m, s: store, runner: runner, cfg: cfg, id: cfg.ID, url: cfg.AdvertiseURL, clock: clock.RealClock{},
+		led: make(chan struct{})}
+	if rep.id == "" {
+		host, _ := os.Hostname()
+		rep.id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if rep.url == "" {
+		rep.url = url
+	}
+	api, err := New(Config{Token: cfg.Token, Catchup: rep, Tables: cfg.WAL, Registry: reg, Gatherer: reg, Logger: cfg.Logger})
+	if err != nil {
+		lis.Close()
+		return err
+	}
 	if cfg.EndpointFile != "" {
 		if err := writeEndpoint(cfg.EndpointFile, url); err != nil {
 			lis.Close()
@@ -111,12 +134,12 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		defer os.Remove(cfg.EndpointFile)
 	}
 	p := m.Policy()
-	cfg.Logger.Info("master started", "url", url, "catchup_enabled", p.Enabled,
+	cfg.Logger.Info("master started", "url", url, "id", rep.id, "catchup_enabled", p.Enabled,
 		"owned_targets", p.OwnedTargets, "max_jobs", p.MaxJobs)
 	if cfg.Started != nil {
 		cfg.Started(url)
 	}
-	err = serve(ctx, lis, api, ctrl, cfg.ShutdownGrace)
+	err = serve(ctx, lis, api, rep.lead, rep.ready, cfg.ShutdownGrace)
 	if err != nil {
 		return err
 	}
@@ -124,19 +147,28 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	return nil
 }
 
-// serve runs the controller and the HTTP server until ctx ends or either
-// fails, then shuts the server down within grace and joins the controller.
-func serve(ctx context.Context, lis net.Listener, api http.Handler, ctrl *catchup.Controller, grace time.Duration) error {
+// serve runs lead (the campaign and the controller) and, once ready, the
+// HTTP server (connections wait in the listener's backlog until then)
+// until ctx ends or either fails, then shuts the server down within grace
+// and joins lead.
+func serve(ctx context.Context, lis net.Listener, api http.Handler, lead, ready func(context.Context) error, grace time.Duration) error {
 	cctx, stopCtrl := context.WithCancel(ctx)
 	defer stopCtrl()
 	var wg sync.WaitGroup
 	ctrlErr := make(chan error, 1)
 	wg.Add(1)
-	go func() { defer wg.Done(); ctrlErr <- ctrl.Run(cctx) }()
+	go func() { defer wg.Done(); ctrlErr <- lead(cctx) }()
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(lis) }()
+	go func() {
+		if err := ready(cctx); err != nil {
+			lis.Close()
+			srvErr <- err
+			return
+		}
+		srvErr <- srv.Serve(lis)
+	}()
 
 	var runErr error
 	select {

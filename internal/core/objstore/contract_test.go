@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash/crc32"
 	"io"
 	"testing"
 
@@ -120,6 +121,7 @@ func TestStreamingWriterAndRangedReads(t *testing.T) {
 				if err := w.Commit(); err != nil {
 					t.Fatal(err)
 				}
+				checkStoredChecksum(t, s, name == "s3", w.Committed(), want)
 				r, err := s.Open(ctx, "data/f.lance")
 				if err != nil || r.Size() != int64(n) {
 					t.Fatalf("Open: size %d, %v; want %d", r.Size(), err, n)
@@ -138,6 +140,34 @@ func TestStreamingWriterAndRangedReads(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkStoredChecksum: on S3 the store keeps the CRC-32C of exactly the
+// bytes written (one PUT, or a FULL_OBJECT checksum over the parts of a
+// multipart upload) and Stat returns it with the ETag the write returned;
+// a local store vouches for none (its verifier reads the file).
+func checkStoredChecksum(t *testing.T, s objstore.Store, s3 bool, committed objstore.Info, want []byte) {
+	t.Helper()
+	in, err := s.Stat(context.Background(), "data/f.lance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if committed.Size != int64(len(want)) || in.Size != int64(len(want)) {
+		t.Fatalf("sizes: committed %d, stat %d, want %d", committed.Size, in.Size, len(want))
+	}
+	sum := crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli))
+	if !s3 {
+		if in.HasCRC32C || committed.HasCRC32C {
+			t.Fatalf("a local store vouches for a checksum: %+v %+v", in, committed)
+		}
+		return
+	}
+	if !in.HasCRC32C || in.CRC32C != sum || !committed.HasCRC32C || committed.CRC32C != sum {
+		t.Fatalf("%d bytes: stored CRC-32C %08x (%v), committed %08x (%v), want %08x", len(want), in.CRC32C, in.HasCRC32C, committed.CRC32C, committed.HasCRC32C, sum)
+	}
+	if in.ETag == "" || in.ETag != committed.ETag {
+		t.Fatalf("ETag: stat %q, committed %q", in.ETag, committed.ETag)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -262,7 +263,7 @@ func (l *Local) Create(_ context.Context, key string) (Writer, error) {
 	}
 	w := &localWriter{f: f}
 	w.bw = bufio.NewWriterSize(w, bufferSize)
-	return &localBuffered{w: w}, nil
+	return &localBuffered{w: w, key: key}, nil
 }
 
 // localWriter writes through to the file, starting writeback every
@@ -285,11 +286,32 @@ func (w *localWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-type localBuffered struct{ w *localWriter }
+type localBuffered struct {
+	w         *localWriter
+	key       string
+	crc       uint32
+	committed bool
+}
 
-func (b *localBuffered) Write(p []byte) (int, error) { return b.w.bw.Write(p) }
+func (b *localBuffered) Write(p []byte) (int, error) {
+	n, err := b.w.bw.Write(p)
+	b.crc = crc32.Update(b.crc, castagnoli, p[:n])
+	return n, err
+}
+
+// CRC32C is the checksum of the bytes written so far.
+func (b *localBuffered) CRC32C() uint32 { return b.crc }
 
 func (b *localBuffered) BufferBytes() int { return bufferSize }
+
+// Committed gives the file's key and size (a local store keeps no
+// checksum: a verifier reads the file).
+func (b *localBuffered) Committed() Info {
+	if !b.committed {
+		return Info{}
+	}
+	return Info{Key: b.key, Size: b.w.off}
+}
 
 // Commit flushes, fsyncs the file and its directory; on error the partial
 // file is removed. A failed fsync wraps durable.ErrSyncFailed.
@@ -313,6 +335,7 @@ func (b *localBuffered) Commit() error {
 		os.Remove(w.f.Name())
 		return err
 	}
+	b.committed = true
 	return nil
 }
 

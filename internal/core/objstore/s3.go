@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"path"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/walctl/walctl/internal/core/errs"
@@ -185,13 +187,16 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	return b, s.wrap("read", key, err)
 }
 
-// Stat describes an object (HEAD).
+// Stat describes an object: a HEAD that asks for its checksums
+// (ChecksumMode ENABLED), so the CRC-32C the store keeps is in the answer.
 func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
-	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key))})
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key)), ChecksumMode: types.ChecksumModeEnabled})
 	if err != nil {
 		return Info{}, s.wrap("stat", key, err)
 	}
-	return Info{Key: key, Size: aws.ToInt64(out.ContentLength), Modified: aws.ToTime(out.LastModified)}, nil
+	in := Info{Key: key, Size: aws.ToInt64(out.ContentLength), Modified: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}
+	in.CRC32C, in.HasCRC32C = fullCRC32C(out.ChecksumCRC32C, out.ChecksumType)
+	return in, nil
 }
 
 // List returns the objects directly under dir.
@@ -261,6 +266,7 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte, h *Hooks)
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: &s.bucket, Key: aws.String(s.full(key)), Body: bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data))), IfNoneMatch: aws.String("*"),
+		ChecksumCRC32C: crc32cHeader(crc32.Checksum(data, castagnoli)),
 	}, func(o *s3.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil {
 		return s.putIfAbsentError(key, err)
@@ -287,11 +293,24 @@ func (s *S3) putIfAbsentError(key string, err error) error {
 
 // Put writes an object (retried by the SDK: the key is the writer's own).
 func (s *S3) Put(ctx context.Context, key string, data []byte) error {
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+	_, err := s.put(ctx, key, data, crc32.Checksum(data, castagnoli))
+	return err
+}
+
+// put is one PutObject of data, whose CRC-32C is sum: the store checks it
+// against the bytes it receives (a mismatch is refused, BadDigest) and
+// keeps it. It returns the object as the store answered.
+func (s *S3) put(ctx context.Context, key string, data []byte, sum uint32) (Info, error) {
+	out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: &s.bucket, Key: aws.String(s.full(key)), Body: bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))),
+		ContentLength: aws.Int64(int64(len(data))), ChecksumCRC32C: crc32cHeader(sum),
 	})
-	return s.wrap("put", key, err)
+	if err != nil {
+		return Info{}, s.wrap("put", key, err)
+	}
+	in := Info{Key: key, Size: int64(len(data)), ETag: aws.ToString(out.ETag)}
+	in.CRC32C, in.HasCRC32C = fullCRC32C(out.ChecksumCRC32C, out.ChecksumType)
+	return in, nil
 }
 
 // Delete removes an object; a missing one is not an error.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/crc32"
 	"io"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -64,17 +65,24 @@ func (r *s3Reader) ReadAt(p []byte, off int64) (int, error) {
 // are sent by a single PutObject at Commit; a larger object becomes a
 // multipart upload in which one full part is uploading while the next one
 // fills, so memory stays at two parts and encoding overlaps the network.
+// Every request carries the CRC-32C of its bytes, and a multipart upload
+// asks for a FULL_OBJECT CRC-32C, so the store checks each part and keeps
+// the checksum of the whole object, which a verifier then reads with one
+// HEAD instead of downloading the object.
 type s3Writer struct {
 	ctx      context.Context
 	s        *S3
 	key      string
 	buf      []byte // filling
 	spare    []byte // the buffer of the part in flight, reused when it is sent
+	crc      uint32 // of every byte written so far
+	size     int64
 	upload   *string
 	parts    []types.CompletedPart
 	inflight chan partResult // the part being uploaded, or nil
 	done     bool
 	err      error
+	info     Info // once committed
 }
 
 type partResult struct {
@@ -89,6 +97,15 @@ func (s *S3) Create(ctx context.Context, key string) (Writer, error) {
 
 // BufferBytes is two parts: the one filling and the one uploading.
 func (w *s3Writer) BufferBytes() int { return 2 * w.s.partSize }
+
+// CRC32C is the checksum of the parts sent so far and the bytes in the
+// filling buffer.
+func (w *s3Writer) CRC32C() uint32 {
+	return crc32Combine(w.crc, crc32.Checksum(w.buf, castagnoli), int64(len(w.buf)))
+}
+
+// Committed is the object as the store answered its last request.
+func (w *s3Writer) Committed() Info { return w.info }
 
 func (w *s3Writer) Write(p []byte) (int, error) {
 	if w.err != nil {
@@ -123,30 +140,37 @@ func (w *s3Writer) wait() error {
 }
 
 // sendPart starts uploading the filled buffer once the part before it is
-// sent, and gives the writer the other buffer to fill.
+// sent, and gives the writer the other buffer to fill. The part's CRC-32C
+// is computed here, while the previous part may still be on the wire: the
+// request carries it and the completion needs it.
 func (w *s3Writer) sendPart() error {
 	if err := w.wait(); err != nil {
 		return err
 	}
 	if w.upload == nil {
-		out, err := w.s.client.CreateMultipartUpload(w.ctx, &s3.CreateMultipartUploadInput{Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key))})
+		out, err := w.s.client.CreateMultipartUpload(w.ctx, &s3.CreateMultipartUploadInput{
+			Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)),
+			ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c, ChecksumType: types.ChecksumTypeFullObject,
+		})
 		if err != nil {
 			return w.s.wrap("start upload of", w.key, err)
 		}
 		w.upload = out.UploadId
 	}
 	num, body := int32(len(w.parts)+1), w.buf
+	sum := crc32cHeader(w.note(body))
 	w.inflight = make(chan partResult, 1)
 	go func(ch chan<- partResult) {
 		out, err := w.s.client.UploadPart(w.ctx, &s3.UploadPartInput{
 			Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)), UploadId: w.upload,
 			PartNumber: aws.Int32(num), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+			ChecksumCRC32C: sum,
 		})
 		if err != nil {
 			ch <- partResult{err: w.s.wrap(fmt.Sprintf("upload part %d of", num), w.key, err)}
 			return
 		}
-		ch <- partResult{part: types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)}}
+		ch <- partResult{part: types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num), ChecksumCRC32C: sum}}
 	}(w.inflight)
 	if w.spare == nil {
 		w.spare = make([]byte, 0, w.s.partSize)
@@ -155,35 +179,57 @@ func (w *s3Writer) sendPart() error {
 	return nil
 }
 
+// note adds b, the next bytes of the object, to its size and CRC-32C and
+// returns b's own CRC-32C.
+func (w *s3Writer) note(b []byte) uint32 {
+	sum := crc32.Checksum(b, castagnoli)
+	w.crc = crc32Combine(w.crc, sum, int64(len(b)))
+	w.size += int64(len(b))
+	return sum
+}
+
 // Commit sends the rest: one PutObject for a small object, or the last part
-// and CompleteMultipartUpload. On error the upload is aborted.
+// and CompleteMultipartUpload with the whole object's CRC-32C (the store
+// refuses it if the parts it holds do not add up to it). On error the
+// upload is aborted.
 func (w *s3Writer) Commit() error {
 	if w.done {
 		return fmt.Errorf("%s: already closed", w.s.Join(w.key))
 	}
 	err := w.err
 	if err == nil && w.upload == nil {
-		err = w.s.Put(w.ctx, w.key, w.buf)
+		w.info, err = w.s.put(w.ctx, w.key, w.buf, w.note(w.buf))
 	} else if err == nil {
-		if len(w.buf) > 0 {
-			err = w.sendPart()
-		}
-		if err == nil {
-			err = w.wait()
-		}
-		if err == nil {
-			_, err = w.s.client.CompleteMultipartUpload(w.ctx, &s3.CompleteMultipartUploadInput{
-				Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)), UploadId: w.upload,
-				MultipartUpload: &types.CompletedMultipartUpload{Parts: w.parts},
-			})
-			err = w.s.wrap("complete upload of", w.key, err)
-		}
+		err = w.complete()
 	}
 	if err != nil {
 		w.Abort()
 		return err
 	}
 	w.done, w.buf, w.spare = true, nil, nil
+	return nil
+}
+
+// complete sends the last part and completes the multipart upload.
+func (w *s3Writer) complete() error {
+	if len(w.buf) > 0 {
+		if err := w.sendPart(); err != nil {
+			return err
+		}
+	}
+	if err := w.wait(); err != nil {
+		return err
+	}
+	out, err := w.s.client.CompleteMultipartUpload(w.ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)), UploadId: w.upload,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: w.parts},
+		ChecksumType:    types.ChecksumTypeFullObject, ChecksumCRC32C: crc32cHeader(w.crc), MpuObjectSize: aws.Int64(w.size),
+	})
+	if err != nil {
+		return w.s.wrap("complete upload of", w.key, err)
+	}
+	w.info = Info{Key: w.key, Size: w.size, ETag: aws.ToString(out.ETag)}
+	w.info.CRC32C, w.info.HasCRC32C = fullCRC32C(out.ChecksumCRC32C, out.ChecksumType)
 	return nil
 }
 

@@ -40,6 +40,17 @@ type Info struct {
 	Size int64
 	// Modified is the object's last modification time.
 	Modified time.Time
+	// ETag is the object store's entity tag ("" on a local store, and
+	// in listings): a replaced object gets another one.
+	ETag string
+	// CRC32C is the whole-object CRC-32C (Castagnoli) that the store
+	// itself computed from the bytes it received, checked against the one
+	// the writer sent, and keeps with the object (S3: a FULL_OBJECT
+	// x-amz-checksum-crc32c, returned by HeadObject with ChecksumMode
+	// ENABLED). Valid only if HasCRC32C: a local store, or an object
+	// written without that checksum, vouches for none.
+	CRC32C    uint32
+	HasCRC32C bool
 }
 
 // Reader reads one object at random offsets.
@@ -61,6 +72,14 @@ type Writer interface {
 	// BufferBytes is the memory the writer holds for unsent bytes (its
 	// bounded part buffers), for the caller's memory budget.
 	BufferBytes() int
+	// CRC32C is the CRC-32C (Castagnoli) of every byte written so far:
+	// the writer computes it once, as the bytes pass, for the caller's
+	// descriptor and (on S3) for the store to check.
+	CRC32C() uint32
+	// Committed describes the object once Commit returned nil: its size
+	// and, on an object store, the ETag and the CRC-32C the store checked
+	// and keeps (what Stat returns for it while it is unchanged).
+	Committed() Info
 }
 
 // Hooks are named points of PutIfAbsent where a test or a failpoint may
@@ -89,7 +108,8 @@ type Store interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	// Open opens an object for random reads; a missing key is ErrNotFound.
 	Open(ctx context.Context, key string) (Reader, error)
-	// Stat describes an object; a missing key is ErrNotFound.
+	// Stat describes an object, with the ETag and CRC-32C an object store
+	// keeps for it; a missing key is ErrNotFound.
 	Stat(ctx context.Context, key string) (Info, error)
 	// List returns the objects directly under dir (not deeper), keys
 	// relative to the store, sorted. A dir with no object is an empty list.

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/testutil/stack"
@@ -107,7 +108,14 @@ func (e *env) publisher(owner string) *Publisher {
 // tableIDs reads every id of the table's latest version with walctl's reader.
 func (e *env) tableIDs() []int64 {
 	e.t.Helper()
-	r, err := OpenReader(e.lance, "orders", Selection{})
+	return e.tableIDsOn(objstore.NewLocal(e.lance))
+}
+
+// tableIDsOn reads every id of the latest version of the table under the
+// lance root store.
+func (e *env) tableIDsOn(root objstore.Store) []int64 {
+	e.t.Helper()
+	r, err := OpenReaderOn(root, "orders", Selection{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

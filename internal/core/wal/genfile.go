@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/walctl/walctl/internal/core/durable"
-	"github.com/walctl/walctl/internal/core/failpoint"
 )
 
 // Index records are fixed 32-byte little-endian records:
@@ -164,7 +162,7 @@ func syncAll(files []*os.File, dir string) error {
 	n := 0
 	for _, f := range files[min(1, len(files)):] {
 		n++
-		go func() { ch <- syncData(f) }()
+		go func() { ch <- durable.DataSync(f) }()
 	}
 	if dir != "" {
 		n++
@@ -172,7 +170,7 @@ func syncAll(files []*os.File, dir string) error {
 	}
 	var err error
 	if len(files) > 0 {
-		err = syncData(files[0])
+		err = durable.DataSync(files[0])
 	}
 	for ; n > 0; n-- {
 		if e := <-ch; err == nil {
@@ -180,20 +178,6 @@ func syncAll(files []*os.File, dir string) error {
 		}
 	}
 	return err
-}
-
-// syncData fdatasyncs f. An error, also one injected at durable's fsync
-// failpoint, wraps durable.ErrSyncFailed: the shard that sees it stops
-// (shard.fail) and never syncs again to trust a second answer.
-func syncData(f *os.File) error {
-	err := failpoint.Inject(context.Background(), durable.FailSync, 0)
-	if err == nil {
-		err = fdatasync(f)
-	}
-	if err != nil {
-		return fmt.Errorf("fdatasync %s: %w: %w", f.Name(), durable.ErrSyncFailed, err)
-	}
-	return nil
 }
 
 // readFull reads exactly len(b) bytes at off.

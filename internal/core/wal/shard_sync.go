@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/writeback"
 )
 
@@ -311,7 +312,7 @@ func (s *shard) sealNowLocked(g *gen) error {
 	if err := s.writeSeal(g); err != nil {
 		return err
 	}
-	if err := syncData(g.idx); err != nil {
+	if err := durable.DataSync(g.idx); err != nil {
 		return s.fail("seal "+g.idxPath, err)
 	}
 	g.closeFiles()

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -186,22 +185,7 @@ func truncateSync(f *os.File, size int64) error {
 	if err := f.Truncate(size); err != nil {
 		return fmt.Errorf("truncate %s: %w", f.Name(), err)
 	}
-	return fdatasync(f)
-}
-
-// fdatasync makes f's data durable (and the size needed to read it back);
-// a failure wraps durable.ErrSyncFailed.
-func fdatasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("fdatasync %s: %w: %w", f.Name(), durable.ErrSyncFailed, err)
-		}
-		return nil
-	}
+	return durable.DataSync(f)
 }
 
 // Close closes the segment files.
@@ -303,7 +287,7 @@ func (s *segStore) StoreLogs(logs []*raft.Log) error {
 		s.err = fmt.Errorf("write raft log %s: %w", g.f.Name(), err)
 		return s.err
 	}
-	if err := fdatasync(g.f); err != nil {
+	if err := durable.DataSync(g.f); err != nil {
 		s.err = err
 		return err
 	}

@@ -28,6 +28,20 @@ type Stack struct {
 // Start starts the stack; walOpts configure the WAL engine.
 func Start(t testing.TB, timeout time.Duration, walOpts wal.Options) *Stack {
 	t.Helper()
+	s := StartEtcd(t, timeout)
+	log, err := wal.Open(filepath.Join(s.Dir, "wal"), walOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	s.WAL = log
+	return s
+}
+
+// StartEtcd starts the stack without a WAL engine (WAL is nil), for tests
+// whose WAL is a `wal serve` process.
+func StartEtcd(t testing.TB, timeout time.Duration) *Stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
@@ -36,12 +50,7 @@ func Start(t testing.TB, timeout time.Duration, walOpts wal.Options) *Stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	log, err := wal.Open(filepath.Join(dir, "wal"), walOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
-	return &Stack{Ctx: ctx, Dir: dir, Etcd: srv, WAL: log, LanceRoot: filepath.Join(dir, "tables")}
+	return &Stack{Ctx: ctx, Dir: dir, Etcd: srv, LanceRoot: filepath.Join(dir, "tables")}
 }
 
 // Coord connects a coordination client to the stack's etcd (cfg.Endpoints

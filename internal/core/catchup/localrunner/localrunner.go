@@ -106,13 +106,20 @@ func New(cfg Config) (*Runner, error) {
 
 // Create implements catchup.Runner: it starts `walctl <global args>
 // catchup run <spec.Args()>` unless a live process (or one not yet
-// terminated) already has the name, whose identity it then returns. A
+// terminated) already has the name, whose identity it then returns — one
+// of this runner's, or one another master of the same fleet (same etcd
+// endpoints and prefix) started on this machine and did not live to
+// record (found in /proc, as Kubernetes would answer AlreadyExists). A
 // start is never ambiguous: either the process exists or Create failed.
 func (r *Runner) Create(_ context.Context, spec catchup.JobSpec) (catchup.JobRef, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p, ok := r.procs[spec.Name]; ok && !p.terminated {
 		return p.ref, nil
+	}
+	if ref, ok := r.running(spec.Name); ok {
+		r.cfg.Logger.Info("catch-up process of another master adopted", "job", spec.Name, "uid", ref.UID)
+		return ref, nil
 	}
 	logf, err := os.OpenFile(filepath.Join(r.cfg.LogDir, spec.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -336,4 +343,55 @@ func (r *Runner) terminateOrphan(ref catchup.JobRef) error {
 	go r.killAfterGrace(ref, nil)
 	r.cfg.Logger.Info("orphaned catch-up process terminating", "job", ref.Name, "pid", pid, "grace", r.cfg.Grace)
 	return nil
+}
+
+// running finds a live executor process of this fleet for job: its
+// command line has `catchup run`, `--job job`, and the etcd endpoints and
+// prefix of this runner's GlobalArgs (so another fleet's Job of the same
+// name on this machine is never taken for it).
+func (r *Runner) running(job string) (catchup.JobRef, bool) {
+	want := map[string]string{"--job": job}
+	for i := 0; i+1 < len(r.cfg.GlobalArgs); i++ {
+		if a := r.cfg.GlobalArgs[i]; a == "--etcd-endpoints" || a == "--etcd-prefix" {
+			want[a] = r.cfg.GlobalArgs[i+1]
+		}
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return catchup.JobRef{}, false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !matchArgs(strings.Split(string(b), "\x00"), want) {
+			continue
+		}
+		start, err := startTime(pid)
+		if err != nil {
+			continue
+		}
+		ref := catchup.JobRef{Name: job, UID: fmt.Sprintf("%d-%d", pid, start), ResourceVersion: "1"}
+		if alive(ref) {
+			return ref, true
+		}
+	}
+	return catchup.JobRef{}, false
+}
+
+// matchArgs reports whether argv runs `catchup run` with every flag of
+// want at its value.
+func matchArgs(argv []string, want map[string]string) bool {
+	run, got := false, 0
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] == "catchup" && argv[i+1] == "run" {
+			run = true
+		}
+		if v, ok := want[argv[i]]; ok && argv[i+1] == v {
+			got++
+		}
+	}
+	return run && got == len(want)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -123,6 +124,42 @@ func TestCreateIsIdempotentAndTerminateIsGuarded(t *testing.T) {
 		t.Fatalf("get after terminate: %v, want ErrJobNotFound", err)
 	}
 	eventually(t, "the terminated process exits", terminal(t, r, ref))
+}
+
+// A master that took over finds the process its predecessor started for
+// the Job but did not live to record: Create returns that process, and
+// starts no second one; another fleet's runner (other etcd endpoints)
+// does not take it for its own.
+func TestCreateAdoptsTheFleetsRunningProcess(t *testing.T) {
+	ctx := context.Background()
+	fleet := func(endpoints string) *Runner {
+		r := newRunner(t, "wait", nil)
+		r.cfg.GlobalArgs = append(r.cfg.GlobalArgs, "--etcd-endpoints", endpoints, "--etcd-prefix", "/p")
+		return r
+	}
+	first, successor, other := fleet("http://a"), fleet("http://a"), fleet("http://b")
+	name := "adopt-" + strconv.Itoa(os.Getpid())
+	ref, err := first.Create(ctx, spec(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := successor.Create(ctx, spec(name))
+	if err != nil || again != ref {
+		t.Fatalf("successor's create: %+v %v, want the running %+v", again, err, ref)
+	}
+	foreign, err := other.Create(ctx, spec(name))
+	if err != nil || foreign.UID == ref.UID {
+		t.Fatalf("another fleet's create: %+v %v, want a process of its own", foreign, err)
+	}
+	for _, r := range []struct {
+		r   *Runner
+		ref catchup.JobRef
+	}{{first, ref}, {other, foreign}} {
+		if err := r.r.Terminate(ctx, r.ref); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the process exits", terminal(t, r.r, r.ref))
+	}
 }
 
 func TestExitCodeIsTheJobState(t *testing.T) {
