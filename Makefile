@@ -15,7 +15,7 @@ GORELEASER_VERSION := v2.15.1
 ORACLE    := tools/lance-oracle
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build test unit lint vet fmt-check deps oracle kube-apiserver tools release-check image bundle generate qualify qualify-replicated powerloss chaos bench clean
+.PHONY: all build test unit lint vet fmt-check deps oracle kube-apiserver tools release-check image bundle catchup-rss generate qualify qualify-replicated powerloss chaos bench clean
 
 all: build
 
@@ -188,6 +188,16 @@ powerloss: oracle
 
 ## make chaos runs the power cuts too (CUTS of them).
 chaos: powerloss
+
+## catchup-rss: a real `walctl catchup run` process on a 2 GiB backlog
+## with the default budgets (merge buffer 1 GiB, cache 128 MiB): its peak
+## RSS must stay within merge buffer + cache + 64 MiB; the figures and the
+## cache's hit rate are printed. The test suite runs 256 MiB with budgets of
+## 128 + 32 MiB.
+RSS_BYTES ?= 2GiB
+catchup-rss:
+	WALCTL_RSS_BYTES=$(RSS_BYTES) WALCTL_RSS_MERGE_BYTES=$(or $(RSS_MERGE),1GiB) WALCTL_RSS_CACHE_BYTES=$(or $(RSS_CACHE),128MiB) \
+		$(GO) test -count=1 -v -timeout 90m -run TestCatchupRunPeakRSSWithinBudgets ./internal/catchuprss
 
 ## bench: Go benchmarks of the WAL and the Lance writer.
 bench: oracle kube-apiserver

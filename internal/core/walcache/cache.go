@@ -6,10 +6,11 @@
 //
 // The cache bounds itself twice. Its own bytes never exceed its size, and
 // each cached entry also holds its bytes against the process's memory
-// budget (internal/core/budget), taken only when free now (TryReserve): a
-// cache never makes a merge wait, and a merge's reservations plus the
-// cache's never exceed the budget. `walctl catchup run` sizes that budget
-// as merge buffer + cache, so merges always have their merge-buffer bytes.
+// budget (internal/core/budget), taken only when free now (TryReserve), so
+// a merge's reservations plus the cache's never exceed the budget. It is
+// the budget's reclaimer: a merge that would wait for bytes gets them from
+// the cache first, so cached entries never hold back a merge. `walctl
+// catchup run` sizes that budget as merge buffer + cache.
 //
 // A cached entry is a record batch shared by reference count: the cache
 // holds one reference, a reader that keeps an entry retains its own, so
@@ -47,6 +48,8 @@ type Stats struct {
 	// Skipped counts entries not cached because they were larger than the
 	// cache or the budget had no free bytes for them.
 	Skipped int64 `json:"skipped"`
+	// Reclaimed counts entries dropped for a merge that waited for bytes.
+	Reclaimed int64 `json:"reclaimed"`
 	// HitRate is Hits / (Hits + Misses), 0 with no reads.
 	HitRate float64 `json:"hit_rate"`
 }
@@ -80,8 +83,21 @@ type Cache struct {
 // against b (nil: no budget). size measures an entry's memory (the
 // publisher's RecordBytes).
 func New(maxBytes int64, b *budget.Budget, size func(arrow.RecordBatch) int64) *Cache {
-	return &Cache{max: maxBytes, budget: b, size: size, lru: list.New(), index: map[key]*list.Element{},
+	c := &Cache{max: maxBytes, budget: b, size: size, lru: list.New(), index: map[key]*list.Element{},
 		st: Stats{MaxBytes: maxBytes}}
+	b.SetReclaimer(c.reclaim)
+	return c
+}
+
+// reclaim is the budget's reclaimer: a merge waiting for n bytes gets them
+// from the cache first, least recently used entries out, so cached entries
+// never hold back a merge.
+func (c *Cache) reclaim(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for freed := int64(0); freed < n && c.lru.Len() > 0; c.st.Reclaimed++ {
+		freed += c.evictOldest()
+	}
 }
 
 // Read has wal.Log's Read contract (fn gets entries from..to in order; a
@@ -164,7 +180,7 @@ func (c *Cache) put(k key, rec arrow.RecordBatch) {
 	c.st.PeakBytes = max(c.st.PeakBytes, c.st.Bytes)
 }
 
-func (c *Cache) evictOldest() {
+func (c *Cache) evictOldest() int64 {
 	el := c.lru.Back()
 	it := el.Value.(*item)
 	c.lru.Remove(el)
@@ -173,6 +189,7 @@ func (c *Cache) evictOldest() {
 	c.budget.Release(it.bytes)
 	c.st.Bytes -= it.bytes
 	c.st.Entries--
+	return it.bytes
 }
 
 // Stats returns the counters now.

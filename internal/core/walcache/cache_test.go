@@ -129,3 +129,26 @@ func TestCacheSkipsWhenBudgetFullAndKeepsRetainedRecords(t *testing.T) {
 	c2.Close()
 	l.mem.AssertSize(t, 0)
 }
+
+// A merge that would wait for bytes the cache holds gets them at once: the
+// cache is the budget's reclaimer and drops least recently used entries.
+func TestCacheYieldsItsBytesToAWaitingMerge(t *testing.T) {
+	l := &log{mem: memory.NewCheckedAllocator(memory.DefaultAllocator), n: 100}
+	b := budget.New(10 * 8000)
+	c := New(4*8000, b, size)
+	read(t, c, l, 1, 4) // the cache holds 32000 of the 80000 bytes
+	if err := b.Reserve(context.Background(), 7*8000, "merge"); err != nil {
+		t.Fatal(err) // without reclaiming it would wait forever (nothing else releases)
+	}
+	st := c.Stats()
+	if st.Entries != 3 || st.Reclaimed != 1 || b.Reserved() != 7*8000+3*8000 {
+		t.Fatalf("%+v, reserved %d: want one entry (the oldest) reclaimed", st, b.Reserved())
+	}
+	read(t, c, l, 2, 4) // 2-4 are still cached
+	if got := l.reads[len(l.reads)-1]; got != "1-4" {
+		t.Fatalf("WAL read %s after the reclaim, want none beyond the first 1-4", got)
+	}
+	b.Release(7 * 8000)
+	c.Close()
+	l.mem.AssertSize(t, 0)
+}
