@@ -35,6 +35,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 )
 
 const (
@@ -52,9 +53,9 @@ func main() {
 	var o options
 	flag.StringVar(&o.binary, "binary", "", "static linux walctl binary to put at /"+binaryPath)
 	flag.StringVar(&o.layoutDir, "layout", "", "directory to write the OCI image layout to (replaced)")
-	flag.StringVar(&o.repo, "repo", "ghcr.io/walctl/walctl", "image repository (the layout's ref.name annotation)")
+	flag.StringVar(&o.repo, "repo", "ghcr.io/walctl/walctl", "image repository (printed and pinned as repo@digest)")
 	flag.StringVar(&o.arch, "arch", "amd64", "GOARCH of the binary")
-	flag.StringVar(&o.version, "version", "dev", "walctl version (image label)")
+	flag.StringVar(&o.version, "version", "dev", "walctl version (image label and the layout's ref.name)")
 	flag.Int64Var(&o.created, "created", 0, "Unix time of every timestamp in the image (reproducibility)")
 	flag.StringVar(&o.digestFile, "digest-file", "", "file to write the manifest digest to")
 	flag.StringVar(&o.template, "template", "", "reviewed Job template to pin (optional)")
@@ -88,8 +89,11 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	ann := map[string]string{"org.opencontainers.image.ref.name": o.repo + "@" + digest.String()}
+	ann := map[string]string{"org.opencontainers.image.ref.name": o.version}
 	if err := p.AppendImage(img, layout.WithAnnotations(ann)); err != nil {
+		return err
+	}
+	if err := check(p, digest, o); err != nil {
 		return err
 	}
 	if o.digestFile != "" {
@@ -147,6 +151,27 @@ func build(o options) (v1.Image, error) {
 		},
 	}
 	return mutate.ConfigFile(img, cf)
+}
+
+// check reads the image back from the layout and validates it (every
+// blob's digest and size, the layer's diff id, the manifest and config),
+// and that it runs walctl as the non-root user.
+func check(p layout.Path, digest v1.Hash, o options) error {
+	img, err := p.Image(digest)
+	if err != nil {
+		return err
+	}
+	if err := validate.Image(img); err != nil {
+		return fmt.Errorf("written image does not validate: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	if cf.Config.User != fmt.Sprintf("%d:%d", uid, uid) || cf.Architecture != o.arch {
+		return fmt.Errorf("written image config: user %q arch %q", cf.Config.User, cf.Architecture)
+	}
+	return nil
 }
 
 // rootfs is the layer: the binary, a passwd/group naming the non-root user
