@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -43,6 +44,18 @@ func releaseBundle(t *testing.T) (docs []*unstructured.Unstructured, imageRef st
 	digest, err := os.ReadFile(filepath.Join(root, "dist", "image", "digest"))
 	if err != nil {
 		t.Fatalf("%v: run `make bundle` (the release check builds the image and renders the bundle)", err)
+	}
+	// The digest names the image the OCI layout holds.
+	var index struct {
+		Manifests []struct{ Digest string } `json:"manifests"`
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "dist", "image", "oci", "index.json")); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &index); err != nil || len(index.Manifests) != 1 || index.Manifests[0].Digest != strings.TrimSpace(string(digest)) {
+		t.Fatalf("dist/image/oci/index.json %+v (%v): want the one image of dist/image/digest %s", index, err, digest)
+	}
+	if _, err := os.Stat(filepath.Join(root, "dist", "image", "oci", "blobs", "sha256", strings.TrimPrefix(strings.TrimSpace(string(digest)), "sha256:"))); err != nil {
+		t.Fatalf("the image's manifest blob: %v", err)
 	}
 	raw, err := os.ReadFile(filepath.Join(root, "dist", "walctl-bundle.yaml"))
 	if err != nil {
