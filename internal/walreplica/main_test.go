@@ -66,7 +66,14 @@ func newCluster(t *testing.T) *cluster {
 
 // group starts a TLS group of n replicas.
 func (c *cluster) group(name string, n int, args ...string) *proc.WALGroup {
+	return c.groupIn(name, n, nil, args...)
+}
+
+// groupIn is group with replica directories placed by dir (nil or "":
+// the default place).
+func (c *cluster) groupIn(name string, n int, dir func(replica string) string, args ...string) *proc.WALGroup {
 	g := c.procs.StartWALGroup(c.t, name, n, proc.WALGroupOptions{
+		Dir:    dir,
 		CAFile: c.ca.CertFile,
 		Cert: func(replica string) (string, string) {
 			p, err := c.ca.Issue(replica)

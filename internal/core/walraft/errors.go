@@ -29,10 +29,11 @@ var (
 	// different group, or different deterministic engine settings.
 	ErrRefused = fmt.Errorf("peer refused: %w", errs.ErrInvalid)
 	// ErrOldRaftLog marks a replica directory whose raft log was written by
-	// hashicorp/raft-wal (walctl before the bbolt log store): it is not read
-	// and never silently replaced by an empty log. Rebuild the replica: wipe
-	// its directory and add it back (wal add-replica).
-	ErrOldRaftLog = fmt.Errorf("replica directory holds a raft-wal log from an older walctl (rebuild the replica: empty its directory, then wal add-replica): %w", errs.ErrInvalid)
+	// an older walctl (hashicorp/raft-wal, then bbolt, before the segment
+	// log store): it is not read and never silently replaced by an empty
+	// log. Rebuild the replica: wipe its directory and add it back (wal
+	// add-replica).
+	ErrOldRaftLog = fmt.Errorf("replica directory holds a raft log from an older walctl (rebuild the replica: empty its directory, then wal add-replica): %w", errs.ErrInvalid)
 )
 
 // NotLeaderError is a mutation refused before proposal by a replica that is

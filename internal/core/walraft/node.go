@@ -18,16 +18,17 @@ import (
 )
 
 const (
-	raftDir     = "raft"
-	raftLogFile = "raft.db"
-	snapDir     = "snapshots"
-	// oldRaftMeta is the metadata file of a raft-wal log (the store before
-	// bbolt); its presence refuses the directory (ErrOldRaftLog).
-	oldRaftMeta = "wal-meta.db"
+	raftDir = "raft"
+	snapDir = "snapshots"
 	// logCacheEntries is how many of the newest raft entries are kept in
 	// memory for replication to followers.
 	logCacheEntries = 64
 )
+
+// oldRaftLogs are the files of the raft log stores before the segment
+// store: raft-wal's metadata and the bbolt file. Either refuses the
+// directory (ErrOldRaftLog).
+var oldRaftLogs = []string{"wal-meta.db", "raft.db"}
 
 // Node is one replica of a WAL group. It satisfies wal.Log: mutations go
 // through the group's raft log (leader only), reads are served from this
@@ -39,7 +40,7 @@ type Node struct {
 
 	fsm    *fsm
 	raft   *raft.Raft
-	store  *boltStore    // raft log and stable state
+	store  *segStore     // raft log and stable state
 	logs   raft.LogStore // store behind a cache of recent entries
 	snaps  *raft.FileSnapshotStore
 	stream *streamLayer
@@ -96,17 +97,16 @@ func (n *Node) openStores() error {
 	if err := durable.MkdirAll(rd, 0o755); err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(rd, oldRaftMeta)); err == nil {
-		return fmt.Errorf("%s: %w", rd, ErrOldRaftLog)
+	for _, old := range oldRaftLogs {
+		if _, err := os.Stat(filepath.Join(rd, old)); err == nil {
+			return fmt.Errorf("%s (%s): %w", rd, old, ErrOldRaftLog)
+		}
 	}
-	if n.store, err = openBoltStore(filepath.Join(rd, raftLogFile)); err != nil {
+	if n.store, err = openSegStore(rd); err != nil {
 		return err
 	}
 	// Followers are fed from the newest entries: keep them in memory.
 	if n.logs, err = raft.NewLogCache(logCacheEntries, n.store); err != nil {
-		return err
-	}
-	if err := n.fsm.resolveRun(n.store); err != nil {
 		return err
 	}
 	sd := filepath.Join(n.cfg.Dir, snapDir)

@@ -19,6 +19,9 @@ type WALGroupOptions struct {
 	Args []string
 	// Env is given to every replica and to the add-replica commands.
 	Env []string
+	// Dir, when set, places a replica's directory ("" keeps the default,
+	// <runner dir>/wal/<name>): a test puts one on a power-loss mount.
+	Dir func(replica string) string
 }
 
 // WALReplica is one `walctl wal serve` replica of a test's WAL group, on
@@ -51,6 +54,9 @@ func (r *Runner) StartWALGroup(t testing.TB, name string, n int, opts WALGroupOp
 	for i := 0; i < n; i++ {
 		rep := &WALReplica{Group: name, Name: fmt.Sprintf("%s-r%d", name, i), g: g}
 		rep.Dir = filepath.Join(r.Dir, "wal", rep.Name)
+		if opts.Dir != nil && opts.Dir(rep.Name) != "" {
+			rep.Dir = opts.Dir(rep.Name)
+		}
 		rep.Addr, rep.PeerAddr = freePort(t), freePort(t)
 		rep.args = []string{"wal", "serve", "--dir", rep.Dir, "--listen", rep.Addr, "--addr-file", rep.Dir + ".addr",
 			"--group", name, "--name", rep.Name, "--peer-listen", rep.PeerAddr}
