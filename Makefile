@@ -15,7 +15,7 @@ GORELEASER_VERSION := v2.15.1
 ORACLE    := tools/lance-oracle
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build test unit lint vet fmt-check deps oracle kube-apiserver tools release-check generate qualify qualify-replicated powerloss chaos bench clean
+.PHONY: all build test unit lint vet fmt-check deps oracle kube-apiserver tools release-check image bundle catchup-rss generate qualify qualify-replicated powerloss chaos bench clean
 
 all: build
 
@@ -26,7 +26,7 @@ build:
 ## the official LanceDB reader), testscripts, staleness and release checks.
 test: deps lint unit release-check
 
-unit: oracle kube-apiserver etcd versitygw
+unit: oracle kube-apiserver etcd versitygw bundle
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint: vet fmt-check
@@ -99,13 +99,57 @@ $(ORACLE)/node_modules/.installed: $(ORACLE)/package.json $(ORACLE)/package-lock
 	npm ci --prefix $(ORACLE) --no-audit --no-fund
 	touch $@
 
-tools: $(BIN)/goreleaser
+tools: $(BIN)/goreleaser $(BIN)/kustomize $(BIN)/walctl-image
 
 $(BIN)/goreleaser:
 	GOBIN=$(BIN) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
 
-release-check: $(BIN)/goreleaser
+## release-check: the release configuration, the container image and the
+## deployable bundle pinned to that image's digest.
+release-check: $(BIN)/goreleaser bundle
 	$(BIN)/goreleaser check
+
+## kustomize and walctl-image: built once into bin/ by the tools modules
+## hack/kustomize (kustomize v5.8.2, api v0.21.2) and hack/image
+## (go-containerregistry v0.22.1), which keep both out of walctl's go.mod.
+$(BIN)/kustomize: hack/kustomize/go.mod hack/kustomize/go.sum hack/kustomize/tools.go
+	cd hack/kustomize && $(GO) build -o $(BIN)/kustomize sigs.k8s.io/kustomize/kustomize/v5
+
+$(BIN)/walctl-image: hack/image/go.mod hack/image/go.sum hack/image/main.go
+	cd hack/image && $(GO) build -o $(BIN)/walctl-image .
+
+## image: the walctl container image as an OCI layout in dist/image/oci,
+## offline (no Docker daemon, no registry, no base image): a static
+## linux/$(IMAGE_ARCH) walctl on an empty base, user 65532. Every timestamp
+## is the commit time, so one commit gives one digest (dist/image/digest);
+## the image is built twice and the two digests must be equal.
+IMAGE_REPO  ?= ghcr.io/walctl/walctl
+IMAGE_ARCH  ?= amd64
+IMAGE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_LDFLAGS := -s -w -X $(PKG)/internal/buildinfo.Version=$(VERSION) -X $(PKG)/internal/buildinfo.Commit=$(COMMIT) -X $(PKG)/internal/buildinfo.Date=$(shell date -u -d @$(IMAGE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+IMAGE_FLAGS = -repo $(IMAGE_REPO) -arch $(IMAGE_ARCH) -created $(IMAGE_EPOCH) -version $(VERSION)
+
+image: $(BIN)/walctl-image
+	rm -rf dist/image dist/bundle && mkdir -p dist/image dist/bundle
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '$(IMAGE_LDFLAGS)' -o dist/image/walctl ./cmd/walctl
+	$(BIN)/walctl-image $(IMAGE_FLAGS) -binary dist/image/walctl -layout dist/image/oci -digest-file dist/image/digest \
+		-template deploy/catchup-job-template.yaml -pinned-template dist/bundle/catchup-job-template.yaml
+	$(BIN)/walctl-image $(IMAGE_FLAGS) -binary dist/image/walctl -layout dist/image/oci-again -digest-file dist/image/digest-again >/dev/null
+	cmp dist/image/digest dist/image/digest-again || { echo "image is not reproducible"; exit 1; }
+	rm -rf dist/image/oci-again dist/image/digest-again
+
+## bundle: dist/walctl-bundle.yaml, deploy/ rendered by kustomize through
+## the overlay dist/bundle, which pins every image (the Job template's in
+## its ConfigMap too) to the digest `make image` built.
+bundle: image $(BIN)/kustomize
+	cd dist/bundle && $(BIN)/kustomize create --resources ../../deploy \
+		&& $(BIN)/kustomize edit set image $(IMAGE_REPO)@$$(cat ../image/digest) \
+		&& $(BIN)/kustomize edit add configmap walctl-catchup-job-template --behavior=replace --from-file=catchup-job-template.yaml
+	$(BIN)/kustomize build dist/bundle > dist/walctl-bundle.yaml
+	@d=$$(cat dist/image/digest); n=$$(grep -c "$(IMAGE_REPO)@$$d" dist/walctl-bundle.yaml); \
+	if grep -q 'sha256:0000000000000000' dist/walctl-bundle.yaml || [ "$$n" -lt 3 ]; then \
+		echo "dist/walctl-bundle.yaml is not pinned to $$d"; exit 1; fi; \
+	echo "dist/walctl-bundle.yaml: $$n images pinned to $(IMAGE_REPO)@$$d"
 
 ## generate: refresh completions/ and man/ from the command tree.
 generate:
@@ -144,6 +188,16 @@ powerloss: oracle
 
 ## make chaos runs the power cuts too (CUTS of them).
 chaos: powerloss
+
+## catchup-rss: a real `walctl catchup run` process on a 2 GiB backlog
+## with the default budgets (merge buffer 1 GiB, cache 128 MiB): its peak
+## RSS must stay within merge buffer + cache + 64 MiB; the figures and the
+## cache's hit rate are printed. The test suite runs 256 MiB with budgets of
+## 128 + 32 MiB.
+RSS_BYTES ?= 2GiB
+catchup-rss:
+	WALCTL_RSS_BYTES=$(RSS_BYTES) WALCTL_RSS_MERGE_BYTES=$(or $(RSS_MERGE),1GiB) WALCTL_RSS_CACHE_BYTES=$(or $(RSS_CACHE),128MiB) \
+		$(GO) test -count=1 -v -timeout 90m -run TestCatchupRunPeakRSSWithinBudgets ./internal/catchuprss
 
 ## bench: Go benchmarks of the WAL and the Lance writer.
 bench: oracle kube-apiserver

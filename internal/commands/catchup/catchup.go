@@ -10,7 +10,6 @@ import (
 
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
-	"github.com/walctl/walctl/internal/core/budget"
 	corecatchup "github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/executor"
 	"github.com/walctl/walctl/internal/core/coord"
@@ -113,7 +112,7 @@ func newRunOptions(f *cmdutil.Factory) *RunOptions {
 			pub, err := f.PublisherWith(ctx, owner, func(pc *publish.Config) {
 				pc.Limits.MaxBytes, pc.Limits.MaxGenerations = opts.BatchBytes, opts.BatchGenerations
 				pc.Limits.FileBytes = min(pc.Limits.FileBytes, opts.BatchBytes)
-				pc.Budget = budget.New(opts.MergeBufferBytes)
+				pc.Budget, pc.Cache = opts.Memory.Budget, opts.Memory.Cache
 				pc.CommitGuard, pc.Execution = guard, execution
 			})
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -25,6 +26,11 @@ type RunOptions struct {
 	BatchGenerations int
 	MergeBufferBytes int64
 	CacheBytes       int64
+	// Memory is the execution's budget and cache (runRun builds it from
+	// MergeBufferBytes and CacheBytes before the publisher).
+	Memory executor.Memory
+	// OperatorMemoryLimit: GOMEMLIMIT is set, keep it.
+	OperatorMemoryLimit bool
 
 	// Admission opens the catch-up records (the executor's admission).
 	Admission func(context.Context) (executor.Admission, error)
@@ -63,7 +69,12 @@ The executor claims the table with exactly the Job's identity (a claim by any
 other Job is refused), advances the publisher epoch and fences the table, adopts
 any pinned plan, and merges sealed WAL generations serially across the table's
 shards, one batch (catchup.batch_bytes / catchup.batch_generations) at a time,
-within the merge-buffer memory budget. Before every commit it checks, in an
+within one memory budget of merge buffer + cache (catchup.merge_buffer_bytes +
+catchup.cache_bytes): merges hold their WAL entries and encoder workspaces
+against it, and the cache of decoded WAL entries (reused when a batch's range is
+read again, e.g. a re-prepared attempt) holds at most cache_bytes of it and
+never makes a merge wait. The Go runtime's soft memory limit is set to that
+budget plus 48 MiB unless GOMEMLIMIT is set. Before every commit it checks, in an
 etcd transaction, that the Job's admission is still open and this execution is
 the current one; after every batch it wrote and every commit it made it records
 progress. Live producers keep appending meanwhile: the executor stops once every
@@ -77,7 +88,9 @@ JSON (--output json), printed whatever the outcome: {"table", "job_id",
 "exec_id", "epoch", "outcome", "target" (per shard, the last position sealed at
 start), "watermarks", "batches": [{"plan", "adopted", "reused", "outcome",
 "rows", "bytes", "version", "watermarks"}], "progress_batches",
-"progress_commits", "rows", "bytes", "error"}. outcome is one of caught_up,
+"progress_commits", "rows", "bytes", "cache": {"max_bytes", "bytes",
+"peak_bytes", "entries", "hits", "misses", "evictions", "skipped", "hit_rate"}
+(absent with catchup.cache_bytes 0), "error"}. outcome is one of caught_up,
 slice_ended, admission_closed, wrong_execution, fenced, interrupted, failed.
 ` + runExitHelp,
 		Example: `  walctl catchup run --table orders --job walctl-catchup-orders-1a2b3c4d-1
@@ -89,6 +102,7 @@ slice_ended, admission_closed, wrong_execution, fenced, interrupted, failed.
 			opts.SoftSlice = c.Duration(KeySoftSlice)
 			opts.BatchBytes, opts.BatchGenerations = c.Int64(KeyBatchBytes), c.Int(KeyBatchGenerations)
 			opts.MergeBufferBytes, opts.CacheBytes = c.Int64(KeyMergeBufferBytes), c.Int64(KeyCacheBytes)
+			_, opts.OperatorMemoryLimit = os.LookupEnv("GOMEMLIMIT")
 			switch {
 			case opts.Table == "":
 				return cmdutil.FlagErrorf("--table is required")
@@ -117,8 +131,13 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	opts.Memory = executor.NewMemory(opts.MergeBufferBytes, opts.CacheBytes)
+	defer opts.Memory.Cache.Close()
+	limit := opts.Memory.LimitProcess(opts.OperatorMemoryLimit)
+	opts.Logger.Debug("catch-up memory", "merge_buffer_bytes", opts.MergeBufferBytes, "cache_bytes", opts.CacheBytes, "soft_limit", limit)
 	prog := opts.Progress()
 	cfg := opts.Config
+	cfg.Cache = opts.Memory.Cache
 	var rows uint64
 	var bytes int64
 	cfg.OnBatch = func(b executor.Batch) {

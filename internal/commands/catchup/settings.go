@@ -53,7 +53,7 @@ func init() {
 		cmdutil.Setting{Key: KeyBatchBytes, Default: d.BatchBytes, Usage: "WAL bytes one catch-up batch merges"},
 		cmdutil.Setting{Key: KeyBatchGenerations, Default: d.BatchGenerations, Usage: "sealed generations one catch-up batch merges"},
 		cmdutil.Setting{Key: KeyMergeBufferBytes, Default: d.MergeBufferBytes, Usage: "memory budget of a catch-up executor's merge buffers"},
-		cmdutil.Setting{Key: KeyCacheBytes, Default: d.CacheBytes, Usage: "shared cache of a catch-up executor (passed to Jobs; walctl's WAL readers keep no cache, so it bounds nothing yet)"},
+		cmdutil.Setting{Key: KeyCacheBytes, Default: d.CacheBytes, Usage: "shared cache of decoded WAL entries of a catch-up executor, within its memory budget (merge buffer + cache)"},
 		cmdutil.Setting{Key: KeyAttentionAfter, Default: d.AttentionAfter, Usage: "consecutive failures after which a table needs attention"},
 		cmdutil.Setting{Key: KeyBackoffMin, Default: d.BackoffMin, Usage: "first retry backoff after a failed catch-up"},
 		cmdutil.Setting{Key: KeyBackoffMax, Default: d.BackoffMax, Usage: "longest retry backoff after failed catch-ups"},

@@ -28,10 +28,22 @@ var ErrTooLarge = fmt.Errorf("reservation larger than the memory budget: %w", er
 // already running — and whose progress is what frees the bytes it waits
 // for.
 type Budget struct {
-	total int64
-	mu    sync.Mutex
-	used  int64
-	wake  chan struct{} // closed and replaced on every release
+	total   int64
+	mu      sync.Mutex
+	used    int64
+	wake    chan struct{} // closed and replaced on every release
+	reclaim func(n int64)
+}
+
+// SetReclaimer installs fn, which Reserve calls (without the budget's lock)
+// before it waits, with the bytes it is short of: a holder of bytes that
+// can be dropped at any time — a cache — releases up to n of them. The
+// reclaimer itself must reserve only with TryReserve. Set it before the
+// budget is shared.
+func (b *Budget) SetReclaimer(fn func(n int64)) {
+	if b != nil {
+		b.reclaim = fn
+	}
 }
 
 // New returns a budget of total bytes.
@@ -50,7 +62,8 @@ func (b *Budget) Total() int64 {
 // Reserve blocks until n bytes are available or ctx ends (then it reserves
 // nothing and returns ctx's error). what names the reservation in errors. A
 // single reservation larger than the whole budget fails at once with
-// ErrTooLarge instead of waiting forever.
+// ErrTooLarge instead of waiting forever. Before waiting it asks the
+// reclaimer, if any, for the bytes it is short of.
 func (b *Budget) Reserve(ctx context.Context, n int64, what string) error {
 	if b == nil || n <= 0 {
 		return nil
@@ -65,8 +78,11 @@ func (b *Budget) Reserve(ctx context.Context, n int64, what string) error {
 			b.mu.Unlock()
 			return nil
 		}
-		wake := b.wake
+		wake, short := b.wake, b.used+n-b.total
 		b.mu.Unlock()
+		if b.reclaim != nil {
+			b.reclaim(short) // a release closes wake: the loop checks again
+		}
 		select {
 		case <-wake:
 		case <-ctx.Done():

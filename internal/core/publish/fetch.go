@@ -51,7 +51,7 @@ func (s *Session) fetch(ctx context.Context, j fileJob, reserve func(ctx context
 		}
 	}()
 	next := fr.From
-	err := s.p.log.Read(ctx, s.table, fr.Shard, fr.From, fr.To, func(e wal.Entry) error {
+	err := s.p.cfg.Cache.Read(ctx, s.p.log, s.table, fr.Shard, fr.From, fr.To, func(e wal.Entry) error {
 		if hooks != nil && hooks.decoding != nil {
 			hooks.decoding(ctx, j.index, e.Position)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/core/walcache"
 )
 
 // ErrFenced is returned when a newer publisher epoch exists: at the WAL (the
@@ -61,6 +62,10 @@ type Config struct {
 	// preparation modes (nil: a pool of budget.DefaultPermits for this
 	// Publisher).
 	Permits *budget.Permits
+	// Cache, when set, serves WAL reads of preparation from decoded entries
+	// it holds and keeps what it reads (the catch-up executor's
+	// catchup.cache_bytes); its entries hold bytes against Budget too.
+	Cache *walcache.Cache
 	// PipelinePreparation selects streamed preparation: WAL entries flow, as
 	// they are decoded, through bounded streams into up to StreamFiles Lance
 	// file writers of the plan at once, instead of each file's entries being

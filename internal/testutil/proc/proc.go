@@ -101,6 +101,9 @@ type Result struct {
 	Signal syscall.Signal // the signal that killed it, if any
 	Stdout string
 	Stderr string
+	// MaxRSS is the process's peak resident set in bytes (getrusage's
+	// maxrss, the kernel's VmHWM at exit).
+	MaxRSS int64
 }
 
 func (r Result) String() string {
@@ -155,6 +158,9 @@ func (p *Proc) result() Result {
 	r := Result{Code: p.cmd.ProcessState.ExitCode(), Stdout: p.Stdout(), Stderr: p.Stderr()}
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		r.Signal = ws.Signal()
+	}
+	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.MaxRSS = ru.Maxrss << 10 // KiB on Linux
 	}
 	return r
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/wal"
+	"github.com/walctl/walctl/internal/core/walcache"
 )
 
 // Outcome is how an execution ended; its string is part of `walctl
@@ -109,6 +110,9 @@ type Config struct {
 	// OnBatch, when set, is called after every round with its result, for
 	// progress display.
 	OnBatch func(Batch)
+	// Cache, when set, is the publisher's cache of decoded WAL entries
+	// (Memory.Cache); its counters go into the report.
+	Cache *walcache.Cache
 }
 
 // Batch is one merged batch as reported.
@@ -139,7 +143,9 @@ type Report struct {
 	ProgressCommits int    `json:"progress_commits"`
 	Rows            uint64 `json:"rows"`
 	Bytes           int64  `json:"bytes"`
-	Error           string `json:"error,omitempty"`
+	// Cache is the cache's counters at the end (absent without a cache).
+	Cache *walcache.Stats `json:"cache,omitempty"`
+	Error string          `json:"error,omitempty"`
 }
 
 // Executor runs one execution. Build it with New, hand Guard to the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -157,5 +158,68 @@ func TestRealStackCancelBeforeCommit(t *testing.T) {
 	plans, err := publish.NewStore(ds.Root()).Plans()
 	if err != nil || len(plans) != 1 || plans[0].Start[0] != 1 {
 		t.Fatalf("pinned plans %v %v: want the second batch's plan starting after 1", plans, err)
+	}
+}
+
+// damageFirst removes the files of the first batch it prepares, so that
+// the round's verification retires that attempt and prepares it again
+// (rule 7) — the case the cache serves without reading the WAL again.
+type damageFirst struct {
+	Session
+	t    *testing.T
+	dir  string
+	done bool
+}
+
+func (d *damageFirst) Prepare(ctx context.Context) (*publish.Result, error) {
+	res, err := d.Session.Prepare(ctx)
+	if err != nil || d.done || len(res.Files) == 0 {
+		return res, err
+	}
+	d.done = true
+	for _, f := range res.Files {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(d.dir, f)
+		}
+		if err := os.Remove(f); err != nil {
+			d.t.Fatal(err)
+		}
+	}
+	return res, nil
+}
+
+// On the real stack with the executor's memory (one budget of merge buffer
+// + cache): a batch whose prepared files fail verification is prepared
+// again from the cache — its entries are hits, the WAL is not read for
+// them — and every batch is published; the cache stays within its bytes
+// and returns every byte to the budget when closed.
+func TestRealStackCacheServesARepreparedBatch(t *testing.T) {
+	s := newStack(t, 4)
+	mem := NewMemory(64<<20, 1<<20)
+	ex, err := New(Config{Table: "t", JobID: s.job, Cache: mem.Cache}, s.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := publish.New(s.log, s.co, publish.Config{LanceRoot: s.root, Limits: publish.Limits{MaxGenerations: 1},
+		Owner: coord.Owner{ID: "exec-" + s.job, Kind: coord.OwnerCatchup, JobID: s.job}, CommitGuard: ex.Guard,
+		Budget: mem.Budget, Cache: mem.Cache})
+	sess, err := pub.Acquire(s.ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ex.Run(s.ctx, &damageFirst{Session: sess, t: t, dir: filepath.Join(s.root, "t.lance")}, s.log)
+	if err != nil || rep.Outcome != OutcomeCaughtUp {
+		t.Fatalf("run: %v, outcome %s", err, rep.Outcome)
+	}
+	if got := s.watermark(); got != 4 || rep.Rows != 400 {
+		t.Fatalf("watermark %d, %d rows: want all 4 batches (400 rows) published", got, rep.Rows)
+	}
+	c := rep.Cache
+	if c == nil || c.Hits != 1 || c.Misses != 4 || c.PeakBytes > c.MaxBytes || c.HitRate != 0.2 {
+		t.Fatalf("cache %+v: want the re-prepared batch's one entry as a hit, the 4 entries read once", c)
+	}
+	mem.Cache.Close()
+	if r := mem.Budget.Reserved(); r != 0 {
+		t.Fatalf("%d bytes still reserved after the run and Close", r)
 	}
 }

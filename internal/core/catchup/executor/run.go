@@ -42,8 +42,12 @@ func (e *Executor) Run(ctx context.Context, s Session, src Sealed) (*Report, err
 	if err != nil {
 		rep.Error = err.Error()
 	}
+	if e.cfg.Cache != nil {
+		st := e.cfg.Cache.Stats()
+		rep.Cache = &st
+	}
 	e.log.Info("catch-up execution ended", "outcome", rep.Outcome, "exec", rep.ExecID, "batches", len(rep.Batches),
-		"rows", rep.Rows, "bytes", rep.Bytes, "err", err)
+		"rows", rep.Rows, "bytes", rep.Bytes, "cache", rep.Cache, "err", err)
 	return rep, err
 }
 
