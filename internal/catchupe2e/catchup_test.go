@@ -15,6 +15,9 @@ import (
 
 	"github.com/walctl/walctl/internal/core/catchup"
 	"github.com/walctl/walctl/internal/core/catchup/executor"
+	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/lineage"
+	"github.com/walctl/walctl/internal/core/publish"
 	"github.com/walctl/walctl/internal/core/walflight"
 	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 	"github.com/walctl/walctl/internal/testutil/proc"
@@ -116,6 +119,13 @@ func TestCatchUpLargeBacklogWithLiveProducer(t *testing.T) {
 	f.sealAll()
 	n.run("publish", "--table", "big", "--all", "--output", "json")
 	t.Logf("end: %d ACKed records, each published exactly once (official reader)", f.exactlyOnce())
+	jobPubs := 0
+	for _, b := range rep.Batches {
+		if b.Outcome == publish.OutcomePublished {
+			jobPubs++
+		}
+	}
+	checkHistoryNamesTheJob(t, n, *a.JobID, jobPubs)
 
 	master.Signal(syscall.SIGTERM)
 	if r := master.Wait(); r.Code != 0 {
@@ -228,4 +238,37 @@ func jobReport(t *testing.T, n *node, job string) executor.Report {
 		t.Fatalf("job report: %v\n%s", err, b)
 	}
 	return rep
+}
+
+// checkHistoryNamesTheJob: `walctl table history` credits exactly the
+// executor's commits to the catch-up Job (its id and an execution), and
+// the final one-shot publish to a committer that is not the Job.
+func checkHistoryNamesTheJob(t *testing.T, n *node, jobID string, publications int) {
+	t.Helper()
+	var h struct {
+		Versions []lineage.Version `json:"versions"`
+	}
+	if err := json.Unmarshal([]byte(n.run("table", "history", "--table", "big", "--output", "json")), &h); err != nil {
+		t.Fatal(err)
+	}
+	byJob, other := 0, 0
+	for _, v := range h.Versions {
+		if v.Operation != lineage.OpPublication {
+			continue
+		}
+		switch c := v.Committer; {
+		case c == nil:
+			t.Fatalf("version %d: a walctl publication without a committer", v.Version)
+		case c.Kind == coord.OwnerCatchup && c.JobID == jobID && c.Execution != "":
+			byJob++
+		case c.JobID == jobID:
+			t.Fatalf("version %d: committer %+v names the Job but not as a catch-up execution", v.Version, *c)
+		default:
+			other++
+		}
+	}
+	if byJob != publications || other == 0 {
+		t.Fatalf("history: %d publications by job %s (the executor reported %d publications), %d by others (want >= 1)", byJob, jobID, publications, other)
+	}
+	t.Logf("history: %d publications credited to job %s, %d to the one-shot publish", byJob, jobID, other)
 }
