@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/walctl/walctl/internal/core/walflight"
 	"github.com/walctl/walctl/internal/testutil/powerfs"
 )
 
@@ -92,8 +94,12 @@ func waitCaughtUp(t *testing.T, c *cluster, name string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		for _, m := range members(t, c, "g1") {
-			if m.Name == name && m.Error == "" && m.AppliedIndex > 0 && m.Lag == 0 {
+		// Lag is measured against the leader's last index only when the
+		// leader answered: without one it reads 0 and proves nothing.
+		ms := members(t, c, "g1")
+		leaderKnown := slices.ContainsFunc(ms, func(m walflight.Member) bool { return m.Leader && m.Error == "" })
+		for _, m := range ms {
+			if leaderKnown && m.Name == name && m.Error == "" && m.AppliedIndex > 0 && m.Lag == 0 {
 				return
 			}
 		}

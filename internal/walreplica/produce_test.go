@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,6 +107,16 @@ func (l *ledger) check(t *testing.T, where string, ids []int64, bodies [][32]byt
 // positions are dense from 1, and returns ids and body digests.
 func walIDs(ctx context.Context, t *testing.T, log wal.Log, table string, shards int) ([]int64, [][32]byte) {
 	t.Helper()
+	ids, bodies, err := readIDs(ctx, t, log, table, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, bodies
+}
+
+// readIDs is walIDs returning the first read error instead of failing.
+func readIDs(ctx context.Context, t *testing.T, log wal.Log, table string, shards int) ([]int64, [][32]byte, error) {
+	t.Helper()
 	var ids []int64
 	var bodies [][32]byte
 	for s := 0; s < shards; s++ {
@@ -123,10 +134,10 @@ func walIDs(ctx context.Context, t *testing.T, log wal.Log, table string, shards
 			return nil
 		})
 		if err != nil {
-			t.Fatalf("read %s shard %d: %v", table, s, err)
+			return nil, nil, fmt.Errorf("read %s shard %d: %w", table, s, err)
 		}
 	}
-	return ids, bodies
+	return ids, bodies, nil
 }
 
 // oracleIDs reads the table's latest version with the official LanceDB

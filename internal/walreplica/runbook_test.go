@@ -96,8 +96,22 @@ func servesAlone(t *testing.T, c *cluster, g *proc.WALGroup, rep *proc.WALReplic
 		t.Fatal(err)
 	}
 	defer alone.Close()
-	ids, bodies := walIDs(context.Background(), t, alone, "t", 1)
-	l.check(t, where, ids, bodies)
+	// Alone, the replica can still apply what it already knows committed;
+	// until it has, its reads are refused loudly (never partial), so wait
+	// out that refusal only.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ids, bodies, err := readIDs(context.Background(), t, alone, "t", 1)
+		if err == nil {
+			l.check(t, where, ids, bodies)
+			return
+		}
+		if !strings.Contains(err.Error(), "has not caught up") || time.Now().After(deadline) {
+			t.Fatalf("%s: %v", where, err)
+		}
+		t.Logf("%s: refused while applying: %v", where, err)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // A leader SIGSTOPped until another is elected, then resumed, cannot ACK
