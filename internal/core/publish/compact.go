@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
-	"strings"
 
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
@@ -249,20 +247,5 @@ func (s *Session) writeCompacted(m *lance.Manifest, run []lance.Fragment) (lance
 
 // Compactions returns every compaction record of the table.
 func (s *Store) Compactions(ctx context.Context) ([]*Compaction, error) {
-	entries, err := s.st.List(ctx, compactionsDir)
-	if err != nil {
-		return nil, err
-	}
-	var out []*Compaction
-	for _, e := range entries {
-		if n := path.Base(e.Key); !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
-			continue
-		}
-		var c Compaction
-		if _, err := s.readRecord(e.Key, KindCompaction, &c); err != nil {
-			return nil, err
-		}
-		out = append(out, &c)
-	}
-	return out, nil
+	return listRecords[Compaction](ctx, s, compactionsDir, KindCompaction)
 }

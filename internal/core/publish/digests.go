@@ -80,20 +80,26 @@ func (s *Store) RecordDigests(d *Digests) error {
 // AllDigests returns every digest record of the table (of published,
 // superseded and pending plans alike), in no particular order.
 func (s *Store) AllDigests(ctx context.Context) ([]*Digests, error) {
-	entries, err := s.st.List(ctx, digestsDir)
+	return listRecords[Digests](ctx, s, digestsDir, KindDigests)
+}
+
+// listRecords reads every record of kind under dir (hidden and non-JSON
+// names, e.g. temporaries, are skipped); the first unreadable one fails.
+func listRecords[T any](ctx context.Context, s *Store, dir, kind string) ([]*T, error) {
+	entries, err := s.st.List(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []*Digests
+	var out []*T
 	for _, e := range entries {
 		if n := path.Base(e.Key); !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
 			continue
 		}
-		var d Digests
-		if _, err := s.readRecord(e.Key, KindDigests, &d); err != nil {
+		r := new(T)
+		if _, err := s.readRecord(e.Key, kind, r); err != nil {
 			return nil, err
 		}
-		out = append(out, &d)
+		out = append(out, r)
 	}
 	return out, nil
 }
