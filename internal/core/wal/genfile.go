@@ -84,15 +84,11 @@ type gen struct {
 	sealed   bool
 	sealedAt time.Time
 	openedAt time.Time
-	// rotatedAt is when a rotation closed the generation: its seal record,
-	// written after the next sync, records this time, so the seal time does
-	// not depend on when that sync ran.
-	rotatedAt time.Time
-	marked    uint64   // highest position a synced record vouches for
-	data      *os.File // open generation only
-	idx       *os.File
-	dataPath  string
-	idxPath   string
+	marked   uint64   // highest position a synced record vouches for
+	data     *os.File // open generation only
+	idx      *os.File
+	dataPath string
+	idxPath  string
 }
 
 func genName(first uint64) string { return fmt.Sprintf("gen-%020d", first) }

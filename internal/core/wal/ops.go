@@ -45,22 +45,9 @@ func (e *Engine) Append(ctx context.Context, name string, shard int, rec arrow.R
 // and encoded first: if one fails (ErrSchemaMismatch, ErrBadRange), nothing
 // is written. A failure after writing began is like Append's: an entry is
 // wholly present or absent, and recovery keeps a prefix of the positions.
+// The replicated WAL (package walraft) applies a run of committed appends
+// with it: one sync instead of one per entry.
 func (e *Engine) AppendBatch(ctx context.Context, name string, shard int, recs []arrow.RecordBatch) ([]uint64, error) {
-	return e.appendBatch(ctx, name, shard, recs, true)
-}
-
-// AppendBatchUnsynced is AppendBatch without the wait for durability: the
-// entries are written and their positions returned, but they become
-// durable, and visible to reads and to Generations and Stats, only at the
-// shard's next sync (Sync, Seal, Close, or a later synced append). A crash
-// before it keeps a prefix of them. The replicated WAL (package walraft)
-// applies committed appends with it: its raft log already holds them
-// durably and redoes whatever a crash took from the engine.
-func (e *Engine) AppendBatchUnsynced(ctx context.Context, name string, shard int, recs []arrow.RecordBatch) ([]uint64, error) {
-	return e.appendBatch(ctx, name, shard, recs, false)
-}
-
-func (e *Engine) appendBatch(ctx context.Context, name string, shard int, recs []arrow.RecordBatch, wait bool) ([]uint64, error) {
 	if err := e.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -77,29 +64,7 @@ func (e *Engine) appendBatch(ctx context.Context, name string, shard int, recs [
 	if err := ctx.Err(); err != nil {
 		return nil, ctxErr(err)
 	}
-	return s.appendAll(raws, wait)
-}
-
-// Sync makes every entry written so far, in every shard, durable and
-// visible (see AppendBatchUnsynced); shards with nothing unsynced cost
-// nothing.
-func (e *Engine) Sync(ctx context.Context) error {
-	if err := e.enter(ctx); err != nil {
-		return err
-	}
-	defer e.life.RUnlock()
-	e.mu.Lock()
-	var shards []*shard
-	for _, t := range e.tables {
-		shards = append(shards, t.shards...)
-	}
-	e.mu.Unlock()
-	for _, s := range shards {
-		if err := s.flush(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.appendAll(raws)
 }
 
 // CheckAppend tells whether Append would accept rec for the shard, without

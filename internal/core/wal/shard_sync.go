@@ -27,10 +27,10 @@ func (s *shard) append(raw []byte) (uint64, error) {
 	return pos, s.awaitSynced(pos)
 }
 
-// appendAll writes raws in order and, when wait is set, waits for one sync
-// covering them all, returning their positions (consecutive unless another
-// appender's entry slipped in while a write ran with mu released).
-func (s *shard) appendAll(raws [][]byte, wait bool) ([]uint64, error) {
+// appendAll writes raws in order and waits for one sync covering them all,
+// returning their positions (consecutive unless another appender's entry
+// slipped in while a write ran with mu released).
+func (s *shard) appendAll(raws [][]byte) ([]uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pos := make([]uint64, 0, len(raws))
@@ -41,20 +41,10 @@ func (s *shard) appendAll(raws [][]byte, wait bool) ([]uint64, error) {
 		}
 		pos = append(pos, p)
 	}
-	if len(pos) == 0 || !wait {
-		return pos, nil
+	if len(pos) == 0 {
+		return nil, nil
 	}
 	return pos, s.awaitSynced(pos[len(pos)-1])
-}
-
-// flush waits until a sync covers every position written so far.
-func (s *shard) flush() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	return s.awaitSynced(s.next - 1)
 }
 
 // awaitSynced waits (mu held) until a sync covers pos.
@@ -247,10 +237,7 @@ func (s *shard) donePending(n int) {
 // end-of-stream marker must already be durable, so that a seal record
 // always describes a complete stream.
 func (s *shard) writeSeal(g *gen) error {
-	now := g.rotatedAt
-	if now.IsZero() {
-		now = s.e.opts.Clock.Now()
-	}
+	now := s.e.opts.Clock.Now()
 	rec := idxRec{kind: kindSeal, a: uint64(g.size) + uint64(len(eos)), b: uint64(now.UnixNano())}.marshal()
 	if _, err := g.idx.WriteAt(rec, g.idxSize); err != nil {
 		return s.fail("seal "+g.idxPath, err)
@@ -278,7 +265,6 @@ func (s *shard) rotateLocked(old *gen) error {
 			g.closeFiles()
 			return s.fail("seal "+old.dataPath, err)
 		}
-		old.rotatedAt = s.e.opts.Clock.Now()
 		s.sealing = append(s.sealing, old)
 		if testHookRotated != nil {
 			testHookRotated(len(s.sealing))

@@ -3,14 +3,15 @@ package walraft
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/hashicorp/raft"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
-// maxRunShards bounds the shards of one run and of a deferral, so its
-// progress record fits its slot.
+// maxRunShards bounds the shards of one run, so its progress record fits
+// its slot.
 const maxRunShards = 64
 
 type runKey struct {
@@ -18,20 +19,21 @@ type runKey struct {
 	shard int
 }
 
+// runGroup is one shard's appends within a run, in log order.
+type runGroup struct {
+	key    runKey
+	before uint64
+	idx    []int
+	cmds   []command
+}
+
 // ApplyBatch implements raft.BatchingFSM. Consecutive appends are applied
-// as a run: each shard's appends in log order, written without a sync
-// (shards in parallel), the raft log being their durable copy (deferred.go).
-// Anything else is applied one command at a time (Apply), after a
-// checkpoint. While a crash's deferral is being redone, commands are
-// applied one at a time (replayOne).
+// as a run: one progress record, then each shard's appends in log order
+// with one engine sync per shard (shards in parallel). Anything else is
+// applied one command at a time (Apply).
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	for i := 0; i < len(logs); {
-		if f.replay != nil {
-			out[i] = f.replayOne(logs[i])
-			i++
-			continue
-		}
 		j, shards := i, map[runKey]bool{}
 		for ; j < len(logs); j++ {
 			c, ok := f.freshAppend(logs[j])
@@ -40,7 +42,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			}
 			shards[runKey{c.Table, c.Shard}] = true
 		}
-		if j == i {
+		if j-i < 2 {
 			out[i] = f.Apply(logs[i])
 			i++
 			continue
@@ -63,37 +65,50 @@ func (f *fsm) freshAppend(l *raft.Log) (command, bool) {
 	return c, err == nil && c.Op == opAppend
 }
 
-// applyRun applies consecutive appends in log order, each with the engine
-// clock at its command's time (a generation closed by size records the
-// time of the append that closed it, the same on every replica), written
-// without a sync (deferred.go).
 func (f *fsm) applyRun(logs []*raft.Log, out []any) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	ctx := context.Background()
-	cmds := make([]command, len(logs))
-	var keys []runKey
-	seen := map[runKey]bool{}
+	groups, order := map[runKey]*runGroup{}, []runKey(nil)
+	rec := appliedRec{Index: logs[0].Index, Last: logs[len(logs)-1].Index, Pending: true}
+	var last command
 	for i, l := range logs {
-		cmds[i], _ = decodeCommand(l.Data)
-		if k := (runKey{cmds[i].Table, cmds[i].Shard}); !seen[k] {
-			seen[k], keys = true, append(keys, k)
+		c, _ := decodeCommand(l.Data)
+		k := runKey{c.Table, c.Shard}
+		g := groups[k]
+		if g == nil {
+			g = &runGroup{key: k}
+			g.before, _ = f.lastPosition(ctx, c.Table, c.Shard)
+			groups[k], order = g, append(order, k)
+			rec.Run = append(rec.Run, runShard{Table: c.Table, Shard: c.Shard, Before: g.before})
 		}
+		g.idx, g.cmds = append(g.idx, i), append(g.cmds, c)
+		last = c
 	}
-	if err := f.deferShards(ctx, logs[0].Index, keys); err != nil {
-		fillErr(out, f.fail(logs[0].Index, err).err)
+	if err := f.applied.write(rec); err != nil {
+		fillErr(out, f.fail(rec.Index, err).err)
 		return
 	}
+	f.clk.set(last.time())
 	defer f.clk.clear()
-	for i, c := range cmds {
-		res, err := f.applyAppend(ctx, c)
-		if err != nil {
-			fillErr(out[i:], f.fail(logs[i].Index, err).err)
-			return
-		}
-		out[i] = res
-		f.index.Store(logs[i].Index)
+	errCh := make(chan error, len(order))
+	var wg sync.WaitGroup
+	for _, k := range order {
+		wg.Add(1)
+		go func(g *runGroup) {
+			defer wg.Done()
+			if err := f.applyGroup(ctx, g, out); err != nil {
+				errCh <- err
+			}
+		}(groups[k])
 	}
+	wg.Wait()
+	close(errCh)
+	if err := <-errCh; err != nil {
+		fillErr(out, f.fail(rec.Index, err).err)
+		return
+	}
+	f.index.Store(rec.Last)
 }
 
 func fillErr(out []any, err error) {
@@ -102,30 +117,45 @@ func fillErr(out []any, err error) {
 	}
 }
 
-// applyAppend writes one append without a sync; a refusal every replica
-// makes alike is its result, any other error is local (I/O): the replica
-// stops applying.
-func (f *fsm) applyAppend(ctx context.Context, c command) (result, error) {
-	rec, err := decodeRecord(c.Payload)
-	if err != nil {
-		return result{}, err
-	}
-	defer rec.Release()
-	k := runKey{c.Table, c.Shard}
-	want := f.position(ctx, k) + 1
-	f.clk.set(c.time())
-	pos, err := f.eng.AppendBatchUnsynced(ctx, c.Table, c.Shard, []arrow.RecordBatch{rec})
-	if err != nil {
-		if deterministic(err) {
-			return result{err: err}, nil
+// applyGroup appends one shard's commands of a run with one sync. If the
+// engine refuses the batch (validation: nothing written), each append is
+// applied alone, so every replica gets the outcome single appends give. A
+// returned error is local (I/O): the replica stops applying.
+func (f *fsm) applyGroup(ctx context.Context, g *runGroup, out []any) error {
+	recs := make([]arrow.RecordBatch, 0, len(g.cmds))
+	defer func() {
+		for _, r := range recs {
+			r.Release()
 		}
-		return result{}, err
+	}()
+	for _, c := range g.cmds {
+		r, err := decodeRecord(c.Payload)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r)
 	}
-	if pos[0] != want {
-		return result{}, fmt.Errorf("%s shard %d: append landed at position %d, expected %d: %w", c.Table, c.Shard, pos[0], want, errs.ErrCorrupt)
+	pos, err := f.eng.AppendBatch(ctx, g.key.table, g.key.shard, recs)
+	if err == nil {
+		for i, p := range pos {
+			if p != g.before+uint64(i)+1 {
+				return fmt.Errorf("%s shard %d: run landed at position %d, expected %d: %w", g.key.table, g.key.shard, p, g.before+uint64(i)+1, errs.ErrCorrupt)
+			}
+			out[g.idx[i]] = result{pos: p}
+		}
+		return nil
 	}
-	f.def.tail[k] = pos[0]
-	return result{pos: pos[0]}, nil
+	if !deterministic(err) {
+		return err
+	}
+	for i, r := range recs {
+		p, err := f.eng.Append(ctx, g.key.table, g.key.shard, r)
+		if err != nil && !deterministic(err) {
+			return err
+		}
+		out[g.idx[i]] = result{pos: p, err: err}
+	}
+	return nil
 }
 
 // lastPosition is the shard's last position (0 with an error for an

@@ -16,35 +16,32 @@
 // "proposed, outcome unknown" (ErrLeadershipLost). go.etcd.io/raft would
 // leave transport, storage, snapshots and the proposal pipeline to us.
 //
-// # The raft log: segment files
+// # The raft log: a segment store of our own
 //
-// The raft log is ours (logstore.go): append-only segment files in
-// <dir>/raft/log, CRC-framed entries, one write and one fdatasync per
-// StoreLogs batch, before it returns, so a follower acknowledges and the
-// leader counts itself only for entries on disk, and an entry is ACKed
-// only when a quorum has it on disk. Each entry's bytes are written once.
-// Offsets live in memory, rebuilt by a scan on open that cuts a torn tail
-// of the newest segment; a cleared suffix (a deposed leader's tail) is a
-// truncation, a compaction removes whole segments. Term and vote live in
-// a small CRC-checked file replaced atomically (stable.go). The newest
-// entries are also kept in memory (raft.LogCache) to feed followers.
+// The raft log lives in <dir>/raft/log (logstore.go): append-only 64 MiB
+// segments of CRC32C-framed entries, one write and one fdatasync per
+// StoreLogs batch before it returns (so a follower acknowledges, and the
+// leader counts itself, only for entries on disk), offsets rebuilt by a
+// scan on open (a torn tail of the newest segment is cut, damage anywhere
+// else refused), a cleared suffix truncated, compaction by whole segments.
+// Term and vote live in a small CRC-checked file replaced atomically
+// (stable.go). It replaced a bbolt store (copy-on-write pages: 2.3-3.2
+// bytes written per ACKed byte per replica) and, before that,
+// hashicorp/raft-wal v0.4.0, which panics on the next open after raft
+// clears a log suffix (raft-wal issue #31; TestReopenAfterLogSuffixCleared).
+// A directory holding either older log is refused (ErrOldRaftLog).
 //
-// Two stores came before it. hashicorp/raft-wal v0.4.0 panics on the next
-// open after raft clears a log suffix ("sealed segment has no index
-// block", raft-wal issue #31; fixed only in v0.4.1, not available here);
-// TestReopenAfterLogSuffixCleared reproduces that. bbolt (the design of
-// raft-boltdb/v2, which cannot be linked beside raft v1.8.0: it imports
-// go-metrics/compat) cost two fsyncs per batch (data, then meta page) and
-// rewrote B+tree pages: 3.2 bytes written per ACKed byte per replica with
-// one producer. A directory holding either store's files is refused
-// (ErrOldRaftLog).
+// The applied engine is still synced on every applied batch, so each
+// ACKed byte is written twice per replica (raft log + engine). Deferring
+// the engine's sync to the raft log (one fsync per batch) was built and
+// withdrawn: a nine-replica leader-kill test lost an ACKed entry once
+// with it, cause not found.
 //
 // # Layout of a replica directory
 //
 //	identity.json   group, name and id (name + random suffix, created on
 //	                the first start of an empty directory, never changed)
-//	raft/log/       raft log segments (<first index>.seg)
-//	raft/stable     raft's term and vote, the log's compacted-through index
+//	raft/log/       raft log segments; raft/stable: term and vote
 //	snapshots/      raft snapshots (FileSnapshotStore, two retained)
 //	wal/            the applied engine (package wal's layout)
 //	applied         the FSM's progress record (two CRC-protected 16 KiB slots)
@@ -52,10 +49,10 @@
 // # Applying exactly once
 //
 // hashicorp/raft replays the log after the last snapshot on every start
-// (NoSnapshotRestoreOnStart is set: the engine is durable at every
-// snapshot and is not rebuilt from it). Commands other than appends are
-// applied one at a time: the FSM first writes, durably, "command i is
-// next; the state it touches has fingerprint F" (last generation and position of the shard, or the
+// (NoSnapshotRestoreOnStart is set: the engine is durable and is not
+// rebuilt from the snapshot). The FSM applies one command at a time: it
+// first writes, durably, "command i is next; the state it touches has
+// fingerprint F" (last generation and position of the shard, or the
 // table's epoch), then applies it through the engine, whose every mutation
 // is durable when it returns. After a restart, commands below i are
 // skipped; command i is applied again only if the fingerprint is unchanged
@@ -68,42 +65,23 @@
 // proposes a Seal; seal and creation times are the proposing leader's
 // clock, carried in the command.
 //
-// # One fsync per batch per replica
+// Consecutive committed appends are applied as a run (BatchingFSM): one
+// progress record naming the run's raft entries and each shard's last
+// position before it, then each shard's appends in log order through
+// wal.Engine.AppendBatch (one sync per shard, shards in parallel). The
+// engine keeps a prefix of each shard's appends after a crash, so the next
+// open finishes the run from the raft log before raft starts: per shard,
+// the first (last position − position before) valid appends landed and are
+// skipped; the rest are applied. A generation the engine closes by size in
+// the middle of a run records the run's time as its seal time; explicit
+// seals (Seal, age) always record the proposing leader's time.
 //
-// Committed appends are written to the engine without a sync
-// (wal.Engine.AppendBatchUnsynced): the raft log, fsynced before this
-// replica acknowledged them, is their durable copy, and the open path redoes
-// whatever the engine lost (deferred.go). The appends since the last
-// checkpoint form a deferral; before the first append of a shard new to it
-// is written, the progress record names the deferral's first raft index and
-// the shard's last position before it (one record fsync per shard per
-// deferral, not per batch). After a crash the engine keeps a prefix of each
-// shard's appends (recovery cuts a torn tail); raft replays the log from
-// the deferral's start, the first (last position − position before)
-// appends of each shard are skipped as landed and the rest applied.
-//
-// A checkpoint syncs the engine and settles the record: before any other
-// command (seal, epoch CAS, trim, create: each is then applied with its
-// fingerprinted intent record as above), before a snapshot — raft compacts
-// its log only behind a snapshot, so it never deletes an entry whose
-// effects are not durable in the engine — and at close. Reads sync the
-// engine first (it shows only durable entries). A generation the engine
-// closes by size records the time of the append that closed it (its
-// command's time), the same on every replica.
-//
-// Cost, measured (fsync and fdatasync calls counted by strace over
-// BenchmarkAppend, three replicas in one process, 64 KiB appends, the
-// difference of a 300- and a 100-append run): per ACKed append per
-// replica 1.2 with one producer (bbolt and a synced apply path: 5.3) and
-// 0.32 with sixteen (0.89): one raft-log fdatasync per batch on the ACK
-// path, the engine's syncs amortised over its generations. Bytes written
-// per ACKed byte per replica (/proc write_bytes): 2.15 with one producer
-// (bbolt: 3.2), 2.08 with sixteen; 2.01 with `walctl bench wal --replicas
-// 3` (1 MiB entries). Every byte is still written twice, once in the raft
-// log and once in the engine's generation files (written back by the
-// kernel, synced later). The engine's files are what publication reads,
-// seals and trims; writing each byte once would need the engine to serve
-// reads from the raft log and trims to drive log compaction — later work.
+// Every ACKed byte is written twice per replica: once in the raft log, once
+// in the engine's generation files (plus a small progress record per run or
+// command). Each applied batch costs the replica a raft-log fsync, a
+// progress-record fsync and the engine's sync. The engine's files are what publication reads, seals and trims;
+// making the raft log the data log would need the engine to serve reads
+// from the raft log and trims to drive log compaction — later work.
 //
 // # Mutations, leaders and ambiguity
 //
@@ -148,7 +126,7 @@
 // Costs and limits: a snapshot is taken every SnapshotThreshold raft
 // entries and copies every untrimmed entry into the snapshot store (a third
 // write of data that is still unpublished); the raft log keeps TrailingLogs
-// entries behind it. A trim that removes a generation while a snapshot is
+// entries behind it (bbolt reuses the freed pages). A trim that removes a generation while a snapshot is
 // being streamed fails that snapshot (ErrTrimmed); raft takes the next one
 // later.
 //

@@ -51,14 +51,6 @@ type fsm struct {
 	// broken is set when a command failed for a local reason (I/O): the
 	// replica stops applying, so it can never diverge; a restart resumes.
 	broken atomic.Pointer[error]
-	// def is the appends applied since the last checkpoint (deferred.go);
-	// replay counts, per shard, the appends a crash's surviving engine
-	// still holds beyond the deferral's start, and replayPos the position
-	// the last skipped one had. Both are touched by raft's FSM goroutine
-	// only.
-	def       deferral
-	replay    map[runKey]uint64
-	replayPos map[runKey]uint64
 	// onRestoreEntry, when set (tests), runs before each entry a snapshot
 	// install appends; an error aborts the install as a crash would.
 	onRestoreEntry atomic.Pointer[func(table string, pos uint64) error]
@@ -86,13 +78,8 @@ func openFSM(dir string, opts wal.Options, log *slog.Logger) (*fsm, error) {
 	}
 	f.eng, f.applied = eng, ap
 	f.index.Store(ap.rec.certain())
-	switch r := ap.rec; {
-	case r.Pending && len(r.Run) > 0:
-		if err := f.startReplay(r); err != nil {
-			f.close()
-			return nil, err
-		}
-	case r.Pending:
+	if ap.rec.Pending && ap.rec.Last == 0 {
+		r := ap.rec
 		f.pending = &r
 	}
 	return f, nil
@@ -153,9 +140,6 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.index.Store(l.Index) // it landed before the restart
 			return result{err: fmt.Errorf("raft index %d applied before a restart: %w", l.Index, ErrOutcomeUnknown)}
 		}
-	}
-	if err := f.checkpoint(ctx, false); err != nil {
-		return f.fail(l.Index, err)
 	}
 	rec := appliedRec{Index: l.Index, Pending: true}
 	if !idempotent(c.Op) {
@@ -249,14 +233,10 @@ func (f *fsm) engine() (*wal.Engine, func(), error) {
 	return f.eng, f.mu.RUnlock, nil
 }
 
-// close closes the engine, which syncs it; a deferral then settles.
 func (f *fsm) close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := f.eng.Close()
-	if err == nil && f.def.start != 0 && f.replay == nil && f.broken.Load() == nil {
-		err = f.applied.write(appliedRec{Index: f.index.Load()})
-	}
 	if cerr := f.applied.close(); err == nil {
 		err = cerr
 	}

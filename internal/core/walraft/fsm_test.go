@@ -121,11 +121,10 @@ func TestAppliedRecordSurvivesTornSlot(t *testing.T) {
 	}
 }
 
-// TestRunResolvedAfterCrash: appends are applied without an engine sync
-// (a deferral, named by the progress record); a crash leaves the engine
-// with only part of them. At the next open raft replays the log: the
-// appends the engine kept are skipped, the rest applied, in order, each
-// exactly once, and the results carry their positions.
+// TestRunResolvedAfterCrash: a run of appends applied with one sync per
+// shard is interrupted after part of it landed; at the next open the run is
+// finished from the raft log: landed appends are skipped, the rest applied,
+// in order, each exactly once.
 func TestRunResolvedAfterCrash(t *testing.T) {
 	dir := t.TempDir()
 	f := openTestFSM(t, dir)
@@ -136,48 +135,35 @@ func TestRunResolvedAfterCrash(t *testing.T) {
 			t.Fatal(r.(result).err)
 		}
 	}
-	if r := f.applied.rec; !r.Pending || r.Index != 2 || len(r.Run) != 1 || r.Run[0].Before != 0 {
-		t.Fatalf("progress record during a deferral: %+v, want pending from 2 with shard 0 before 0", r)
+	// The crash: the record says the whole run 2..5 was in flight from
+	// position 0; the engine holds only its first two appends.
+	if err := f.applied.write(appliedRec{Index: 2, Last: 5, Pending: true, Run: []runShard{{Table: "t1", Shard: 0, Before: 0}}}); err != nil {
+		t.Fatal(err)
 	}
 	f.close()
-	// The crash: the record still names the deferral from raft index 2;
-	// the engine holds only its first two appends.
-	ap, err := openApplied(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ap.write(appliedRec{Index: 2, Pending: true, Run: []runShard{{Table: "t1", Shard: 0, Before: 0}}}); err != nil {
-		t.Fatal(err)
-	}
-	ap.close()
-	f = openTestFSM(t, dir)
-	if f.index.Load() != 1 {
-		t.Fatalf("index after the crash: %d, want 1", f.index.Load())
-	}
-	var pos []uint64
-	for _, r := range f.ApplyBatch(run) { // raft replays 2..5
-		if r.(result).err != nil {
-			t.Fatal(r.(result).err)
-		}
-		pos = append(pos, r.(result).pos)
-	}
-	if want := []uint64{1, 2, 3, 4}; !reflect.DeepEqual(pos, want) {
-		t.Fatalf("replayed appends reported positions %v, want %v", pos, want)
-	}
-	if err := f.close(); err != nil {
+	store := raft.NewInmemStore()
+	if err := store.StoreLogs(append([]*raft.Log{createLog(t, 1)}, run...)); err != nil {
 		t.Fatal(err)
 	}
 	f = openTestFSM(t, dir)
 	defer f.close()
+	if err := f.resolveRun(store); err != nil {
+		t.Fatal(err)
+	}
 	var ids []int64
 	f.eng.Read(context.Background(), "t1", 0, 1, 0, func(e wal.Entry) error {
 		ids = append(ids, recordID(e.Record))
 		return nil
 	})
 	if want := []int64{10, 11, 12, 13}; !reflect.DeepEqual(ids, want) {
-		t.Fatalf("after the replay the shard holds %v, want %v", ids, want)
+		t.Fatalf("after finishing the run the shard holds %v, want %v", ids, want)
 	}
 	if f.index.Load() != 5 || f.applied.rec.Pending {
-		t.Fatalf("progress after a clean close: index %d, record %+v", f.index.Load(), f.applied.rec)
+		t.Fatalf("progress after the run: index %d, record %+v", f.index.Load(), f.applied.rec)
+	}
+	// Raft then replays 2..5: nothing more lands.
+	f.ApplyBatch(run)
+	if got := lastPos(t, f); got != 4 {
+		t.Fatalf("replay after resolution: last position %d, want 4", got)
 	}
 }

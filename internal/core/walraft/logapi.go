@@ -109,22 +109,12 @@ func (n *Node) Trim(ctx context.Context, table string, shard int, through, epoch
 }
 
 // readable refuses reads on a replica that has not applied everything it
-// knows the group committed, or has never heard from a group. Appends
-// applied without a sync (deferred.go) are synced first: the engine shows
-// only durable entries.
-func (n *Node) readable(ctx context.Context) (*wal.Engine, func(), error) {
+// knows the group committed, or has never heard from a group.
+func (n *Node) readable() (*wal.Engine, func(), error) {
 	if err := n.caughtUp(); err != nil {
 		return nil, nil, err
 	}
-	eng, release, err := n.fsm.engine()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := eng.Sync(ctx); err != nil {
-		release()
-		return nil, nil, err
-	}
-	return eng, release, nil
+	return n.fsm.engine()
 }
 
 // caughtUp checks that every command up to the commit index this replica
@@ -153,7 +143,7 @@ func (n *Node) caughtUp() error {
 
 // Table implements wal.Log from this replica's applied state.
 func (n *Node) Table(ctx context.Context, name string) (wal.TableInfo, error) {
-	eng, release, err := n.readable(ctx)
+	eng, release, err := n.readable()
 	if err != nil {
 		return wal.TableInfo{}, err
 	}
@@ -163,7 +153,7 @@ func (n *Node) Table(ctx context.Context, name string) (wal.TableInfo, error) {
 
 // Tables implements wal.Log from this replica's applied state.
 func (n *Node) Tables(ctx context.Context) ([]wal.TableInfo, error) {
-	eng, release, err := n.readable(ctx)
+	eng, release, err := n.readable()
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +163,7 @@ func (n *Node) Tables(ctx context.Context) ([]wal.TableInfo, error) {
 
 // Generations implements wal.Log from this replica's applied state.
 func (n *Node) Generations(ctx context.Context, table string, shard int) ([]wal.Generation, error) {
-	eng, release, err := n.readable(ctx)
+	eng, release, err := n.readable()
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +174,7 @@ func (n *Node) Generations(ctx context.Context, table string, shard int) ([]wal.
 // Read implements wal.Log from this replica's applied state: positions it
 // has not applied fail with wal.ErrBeyondEnd, never a shorter result.
 func (n *Node) Read(ctx context.Context, table string, shard int, from, to uint64, fn func(wal.Entry) error) error {
-	eng, release, err := n.readable(ctx)
+	eng, release, err := n.readable()
 	if err != nil {
 		return err
 	}
@@ -194,7 +184,7 @@ func (n *Node) Read(ctx context.Context, table string, shard int, from, to uint6
 
 // Epoch implements wal.Log from this replica's applied state.
 func (n *Node) Epoch(ctx context.Context, table string) (uint64, error) {
-	eng, release, err := n.readable(ctx)
+	eng, release, err := n.readable()
 	if err != nil {
 		return 0, err
 	}
@@ -204,7 +194,7 @@ func (n *Node) Epoch(ctx context.Context, table string) (uint64, error) {
 
 // Stats implements wal.Log from this replica's applied state.
 func (n *Node) Stats(ctx context.Context, table string, watermarks map[int]uint64) (wal.TableStats, error) {
-	eng, release, err := n.readable(ctx)
+	eng, release, err := n.readable()
 	if err != nil {
 		return wal.TableStats{}, err
 	}

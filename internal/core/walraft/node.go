@@ -109,6 +109,9 @@ func (n *Node) openStores() error {
 	if n.logs, err = raft.NewLogCache(logCacheEntries, n.store); err != nil {
 		return err
 	}
+	if err := n.fsm.resolveRun(n.store); err != nil {
+		return err
+	}
 	sd := filepath.Join(n.cfg.Dir, snapDir)
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(sd, 2, newHCLogger(n.log, "snapshots")); err != nil {
 		return fmt.Errorf("open snapshot store %s: %w", sd, err)

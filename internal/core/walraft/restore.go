@@ -161,7 +161,7 @@ func (f *fsm) swap(tmp string, applied uint64) error {
 	}
 	f.eng = eng
 	f.index.Store(applied)
-	f.pending, f.def, f.replay = nil, deferral{}, nil
+	f.pending = nil
 	f.broken.Store(nil)
 	f.log.Info("walraft: snapshot installed", "applied", applied)
 	return removeTree(old)
