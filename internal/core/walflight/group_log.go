@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -19,8 +20,9 @@ func (g *GroupClient) CreateTable(ctx context.Context, name string, schema *arro
 	return info, err
 }
 
-// Table implements wal.Log.
+// Table implements wal.Log (linearizable: from the leader, see linearizable).
 func (g *GroupClient) Table(ctx context.Context, name string) (info wal.TableInfo, err error) {
+	ctx = linearizable(ctx)
 	err = g.run(ctx, "table "+name, idempotent, g.leaderIdx(), func(ctx context.Context, c *Client) (err error) {
 		info, err = c.Table(ctx, name)
 		return err
@@ -28,8 +30,9 @@ func (g *GroupClient) Table(ctx context.Context, name string) (info wal.TableInf
 	return info, err
 }
 
-// Tables implements wal.Log.
+// Tables implements wal.Log (linearizable).
 func (g *GroupClient) Tables(ctx context.Context) (infos []wal.TableInfo, err error) {
+	ctx = linearizable(ctx)
 	err = g.run(ctx, "tables", idempotent, g.leaderIdx(), func(ctx context.Context, c *Client) (err error) {
 		infos, err = c.Tables(ctx)
 		return err
@@ -57,8 +60,9 @@ func (g *GroupClient) Seal(ctx context.Context, table string, shard int) (gen wa
 	return gen, err
 }
 
-// Generations implements wal.Log (from the leader: the freshest view).
+// Generations implements wal.Log (linearizable).
 func (g *GroupClient) Generations(ctx context.Context, table string, shard int) (gens []wal.Generation, err error) {
+	ctx = linearizable(ctx)
 	err = g.run(ctx, "generations of "+table, idempotent, g.leaderIdx(), func(ctx context.Context, c *Client) (err error) {
 		gens, err = c.Generations(ctx, table, shard)
 		return err
@@ -66,8 +70,9 @@ func (g *GroupClient) Generations(ctx context.Context, table string, shard int) 
 	return gens, err
 }
 
-// Epoch implements wal.Log (from the leader).
+// Epoch implements wal.Log (linearizable).
 func (g *GroupClient) Epoch(ctx context.Context, table string) (e uint64, err error) {
+	ctx = linearizable(ctx)
 	err = g.run(ctx, "epoch of "+table, idempotent, g.leaderIdx(), func(ctx context.Context, c *Client) (err error) {
 		e, err = c.Epoch(ctx, table)
 		return err
@@ -94,8 +99,9 @@ func (g *GroupClient) Trim(ctx context.Context, table string, shard int, through
 	return tt, err
 }
 
-// Stats implements wal.Log (from the leader).
+// Stats implements wal.Log (linearizable).
 func (g *GroupClient) Stats(ctx context.Context, table string, watermarks map[int]uint64) (st wal.TableStats, err error) {
+	ctx = linearizable(ctx)
 	err = g.run(ctx, "stats of "+table, idempotent, g.leaderIdx(), func(ctx context.Context, c *Client) (err error) {
 		st, err = c.Stats(ctx, table, watermarks)
 		return err
@@ -104,13 +110,17 @@ func (g *GroupClient) Stats(ctx context.Context, table string, watermarks map[in
 }
 
 // Read implements wal.Log. An explicit range (to > 0) starts at the next
-// member in turn, to = 0 (up to the last durable entry) at the leader. When
-// a member fails mid-stream the read resumes on another after the last
-// entry delivered, so fn sees each position once and in order.
+// member in turn (a replica that has not applied the whole range fails with
+// wal.ErrBeyondEnd and the read moves on); to = 0 (up to the last committed
+// entry) is linearizable and served by the leader. When a member fails
+// mid-stream the read resumes on another after the last entry delivered,
+// so fn sees each position once and in order.
 func (g *GroupClient) Read(ctx context.Context, table string, shard int, from, to uint64, fn func(wal.Entry) error) error {
 	start := g.leaderIdx()
 	if to > 0 {
 		start = int(g.rr.Add(1) % uint64(len(g.members)))
+	} else {
+		ctx = linearizable(ctx)
 	}
 	next := from
 	var fnErr error
@@ -138,3 +148,12 @@ func (g *GroupClient) Read(ctx context.Context, table string, shard int, from, t
 }
 
 var errStopped = errors.New("read stopped by its callback")
+
+// linearizable asks the server for a linearizable read: what a replica
+// knows to be committed may be behind the group (a follower that lags or
+// restarted, a leader not yet sure of its term), so a read that says what
+// exists is served by the leader after a raft barrier, and a follower
+// refuses it with a not-leader error that moves the call on.
+func linearizable(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, mdRead, readLinearizable)
+}

@@ -3,6 +3,7 @@ package walflight
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -25,7 +26,17 @@ type fakeReplica struct {
 	idx        int32
 	leader     *atomic.Int32
 	appends    *atomic.Int64 // appends that reached any leader
+	linearized *atomic.Int64 // linearizable reads a leader passed
 	hangAppend *atomic.Bool
+}
+
+// LinearizableRead passes on the leader only, as a raft barrier would.
+func (f *fakeReplica) LinearizableRead(context.Context) error {
+	if err := f.notLeader(); err != nil {
+		return err
+	}
+	f.linearized.Add(1)
+	return nil
 }
 
 func (f *fakeReplica) notLeader() error {
@@ -58,6 +69,7 @@ type fakeGroup struct {
 	addrs      []string
 	leader     atomic.Int32
 	appends    atomic.Int64
+	linearized atomic.Int64
 	hangAppend atomic.Bool
 }
 
@@ -71,7 +83,7 @@ func startFakeGroup(t *testing.T, n int) *fakeGroup {
 	t.Cleanup(func() { eng.Close() })
 	g := &fakeGroup{}
 	for i := 0; i < n; i++ {
-		r := &fakeReplica{Log: eng, idx: int32(i), leader: &g.leader, appends: &g.appends, hangAppend: &g.hangAppend}
+		r := &fakeReplica{Log: eng, idx: int32(i), leader: &g.leader, appends: &g.appends, linearized: &g.linearized, hangAppend: &g.hangAppend}
 		srv, err := NewServer(r, ServerOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -117,6 +129,68 @@ func TestGroupClientFollowsTheLeader(t *testing.T) {
 	err = c.Read(ctx, "t", 0, 1, 6, func(e wal.Entry) error { seen = append(seen, e.Position); return nil })
 	if err != nil || len(seen) != 6 || seen[0] != 1 || seen[5] != 6 {
 		t.Fatalf("read = %v, %v", seen, err)
+	}
+}
+
+// Reads that say what exists (table, generations, epoch, stats, a read to
+// the last position) are linearizable: a follower, which may lag the
+// group, refuses them and the leader serves them. A read of an explicit
+// range and a direct call to one replica are served where they land.
+func TestGroupClientStateReadsAreLinearizable(t *testing.T) {
+	g := startFakeGroup(t, 3)
+	g.leader.Store(2)
+	c, err := NewGroupClient("g1", g.addrs, ClientOptions{CallTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.CreateTable(ctx, "t", testSchema, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		rec := makeRecord(int64(i), 2)
+		_, err := c.Append(ctx, "t", 0, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.leader.Store(0) // an election the client has not heard of
+	reads := map[string]func() error{
+		"table":       func() error { _, err := c.Table(ctx, "t"); return err },
+		"tables":      func() error { _, err := c.Tables(ctx); return err },
+		"generations": func() error { _, err := c.Generations(ctx, "t", 0); return err },
+		"epoch":       func() error { _, err := c.Epoch(ctx, "t"); return err },
+		"stats":       func() error { _, err := c.Stats(ctx, "t", nil); return err },
+		"read to the end": func() error {
+			n := 0
+			err := c.Read(ctx, "t", 0, 1, 0, func(wal.Entry) error { n++; return nil })
+			if err == nil && n != 3 {
+				return fmt.Errorf("read %d entries, want 3", n)
+			}
+			return err
+		},
+	}
+	for name, read := range reads {
+		before := g.linearized.Load()
+		if err := read(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := g.linearized.Load() - before; got != 1 {
+			t.Fatalf("%s: passed %d linearizable reads on the leader, want 1", name, got)
+		}
+	}
+	before := g.linearized.Load()
+	if err := c.Read(ctx, "t", 0, 1, 3, func(wal.Entry) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	follower := dial(t, g.addrs[1], ClientOptions{CallTimeout: 10 * time.Second})
+	if _, err := follower.Generations(ctx, "t", 0); err != nil {
+		t.Fatalf("a direct read of one follower: %v", err)
+	}
+	if got := g.linearized.Load() - before; got != 0 {
+		t.Fatalf("an explicit range and a direct read asked for %d linearizable reads, want 0", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/errs"
@@ -22,6 +23,37 @@ type service struct {
 	log     wal.Log
 	replica Replica
 	logger  *slog.Logger
+}
+
+// mdRead is the gRPC metadata key by which a group client asks for a
+// linearizable read (value readLinearizable): one that reflects every
+// command the group committed before it, not only what the answering
+// replica has heard of. A read without it is served from the answering
+// replica's applied state (`wal members`, a read of one chosen replica).
+const (
+	mdRead           = "walctl-read"
+	readLinearizable = "linearizable"
+)
+
+// linearizer is a log whose replicas may lag the group (a replicated WAL's
+// replica, *walraft.Node): LinearizableRead confirms leadership and applies
+// everything committed before the call, or fails with a not-leader refusal.
+// A single-directory WAL is linearizable as it is.
+type linearizer interface {
+	LinearizableRead(ctx context.Context) error
+}
+
+// linearize runs the log's LinearizableRead when the caller asked for it.
+func (s *service) linearize(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(mdRead)
+	if len(v) == 0 || v[0] != readLinearizable {
+		return nil
+	}
+	if l, ok := s.log.(linearizer); ok {
+		return l.LinearizableRead(ctx)
+	}
+	return nil
 }
 
 // fail converts err for the wire, logging what the operator must see on
@@ -97,6 +129,9 @@ func (s *service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetSer
 	if err := decodeStrict(tkt.GetTicket(), &req); err != nil {
 		return toStatus(err)
 	}
+	if err := s.linearize(ctx); err != nil {
+		return s.fail("DoGet", err)
+	}
 	info, err := s.log.Table(ctx, req.Table)
 	if err != nil {
 		return toStatus(err)
@@ -144,6 +179,9 @@ func (s *service) action(ctx context.Context, typ string, body []byte) (any, err
 	}
 	if res, ok, err := replicaAction(ctx, s.replica, typ, body); ok {
 		return res, err
+	}
+	if err := s.linearize(ctx); err != nil {
+		return nil, err
 	}
 	if typ == ActionTables {
 		return s.tables(ctx, body)

@@ -103,6 +103,16 @@
 // at all (else ErrBehind); a position it has not applied fails with
 // wal.ErrBeyondEnd — never partial data.
 //
+// What a replica knows to be committed may be behind the group: a follower
+// that restarted or lags, even a new leader before the no-op of its term
+// commits. So a read that says what exists (tables, generations, epoch,
+// stats, a read to the last position) is linearizable only through
+// LinearizableRead: on the leader, a raft barrier (committed by a quorum
+// in the current term, applied here with everything before it) precedes
+// the read; a follower refuses with *NotLeaderError. The group client asks
+// for it on every such read; a read of an explicit range may go to any
+// replica, which fails with wal.ErrBeyondEnd where it has not applied.
+//
 // # Membership
 //
 // A replica on an empty directory gets a new id and starts with no

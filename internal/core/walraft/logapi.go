@@ -2,10 +2,13 @@ package walraft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/hashicorp/raft"
+
+	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
 )
 
@@ -106,6 +109,34 @@ func (n *Node) Trim(ctx context.Context, table string, shard int, through, epoch
 	}
 	res, err := n.propose(ctx, command{Op: opTrim, Table: table, Shard: shard, Through: through, Epoch: epoch})
 	return res.trim, err
+}
+
+// LinearizableRead makes the reads that follow reflect every command the
+// group committed before the call: on the leader it commits and applies a
+// raft barrier (so a deposed or stale leader fails instead of answering);
+// on a follower it fails with *NotLeaderError, before doing anything. A
+// barrier that fails for another reason (lost quorum, the deadline) is
+// errs.ErrUnavailable: nothing was changed, the read may be sent again.
+func (n *Node) LinearizableRead(ctx context.Context) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	done := make(chan error, 1)
+	f := n.raft.Barrier(timeoutOf(ctx))
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return n.notLeader()
+		}
+		return fmt.Errorf("replica %s: read barrier: %v: %w", n.ident.ID, err, errs.ErrUnavailable)
+	case <-ctx.Done():
+		return fmt.Errorf("replica %s: read barrier: %w: %w", n.ident.ID, ctx.Err(), errs.ErrUnavailable)
+	}
 }
 
 // readable refuses reads on a replica that has not applied everything it

@@ -130,3 +130,54 @@ func TestWipedReplicaCannotVote(t *testing.T) {
 		}
 	}
 }
+
+// TestLaggingReplicaRefusesLinearizableReads: a follower cut off from the
+// group has applied everything it knows committed, so its local reads
+// pass the caught-up check while ACKed entries are missing from them —
+// which is why a read that says what exists must be linearizable. Such a
+// read is refused by the follower (not the leader) and by the cut-off
+// leader (no quorum for its barrier); on the leader it sees every ACKed
+// entry.
+func TestLaggingReplicaRefusesLinearizableReads(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := context.Background()
+	mustCreate(t, c.leader(), "t1", 1)
+	fillTable(t, c, 0, 10, 100)
+	c.waitApplied()
+	l := c.leader()
+	var lag *Node
+	for i := range c.nodes {
+		if n := c.node(i); n != l {
+			lag = n
+			break
+		}
+	}
+	lag.stream.isolate(true)
+	fillTable(t, c, 10, 10, 100)
+	if err := lag.caughtUp(); err != nil {
+		t.Fatalf("the cut-off follower should pass the local check (it applied what it knows): %v", err)
+	}
+	if got, _ := dump(t, lag, "t1", 0); len(got) != 10 {
+		t.Fatalf("cut-off follower serves %d entries locally, want the 10 it applied", len(got))
+	}
+	if err := lag.LinearizableRead(ctx); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("follower's linearizable read: %v, want ErrNotLeader", err)
+	}
+	if err := l.LinearizableRead(ctx); err != nil {
+		t.Fatalf("leader's linearizable read: %v", err)
+	}
+	if got, _ := dump(t, l, "t1", 0); len(got) != 20 {
+		t.Fatalf("leader after its barrier serves %d entries, want 20", len(got))
+	}
+	lag.stream.isolate(false)
+	c.waitApplied()
+	l = c.leader()
+	l.stream.isolate(true)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := l.LinearizableRead(cctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a leader cut off from its group passed a linearizable read")
+	}
+	t.Logf("cut-off leader: %v", err)
+}
