@@ -17,9 +17,10 @@ import (
 // LanceOptions of `walctl bench lance`.
 type LanceOptions struct {
 	out
-	Dir       string
-	OracleDir string
-	Config    lancebench.Config
+	Dir        string
+	OracleDir  string
+	CPUProfile string
+	Config     lancebench.Config
 }
 
 // NewCmdLance returns `bench lance`.
@@ -31,13 +32,20 @@ func NewCmdLance(f *cmdutil.Factory, runF func(context.Context, *LanceOptions) e
 		Long: `Write the same Arrow batches (int64 id, microsecond timestamp, short utf8,
 768-dim float32 vector, 256-byte binary) through walctl's Lance writer, in file
 format 2.0 and 2.1, and through the official LanceDB table.add, on the same
-disk in one run; print MiB/s, the speed ratios and the file-size ratios. Needs
+disk in one run; print MiB/s, the speed ratios and the file-size ratios.
+dd conv=fdatasync runs right before and right after the walctl writers
+(--dd-mib, 0 to skip): each walctl writer's data-file bytes per second
+(what the disk wrote, synced) is also given as a ratio to the better of
+the two. --cpuprofile FILE writes a CPU profile of walctl's side. Needs
 Node.js and the pinned official package (make oracle).`,
-		Example: "  walctl bench lance\n  walctl bench lance --adds 16 --output json",
+		Example: "  walctl bench lance\n  walctl bench lance --adds 16 --output json\n  walctl bench lance --cpuprofile /tmp/lance.pprof",
 		Args:    cmdutil.ExactArgs(0, "bench lance takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Config.Adds < 1 || opts.Config.BatchesPerAdd < 1 || opts.Config.RowsPerBatch < 1 {
 				return cmdutil.FlagErrorf("--adds, --batches-per-add and --rows-per-batch must be at least 1")
+			}
+			if opts.Config.DDMiB < 0 {
+				return cmdutil.FlagErrorf("--dd-mib must be 0 (no dd) or more")
 			}
 			opts.DataDir = f.Global().DataDir
 			if runF != nil {
@@ -51,6 +59,8 @@ Node.js and the pinned official package (make oracle).`,
 	cmd.Flags().IntVar(&opts.Config.Adds, "adds", opts.Config.Adds, "files (walctl) and table.add calls (official)")
 	cmd.Flags().IntVar(&opts.Config.BatchesPerAdd, "batches-per-add", opts.Config.BatchesPerAdd, "record batches per add")
 	cmd.Flags().IntVar(&opts.Config.RowsPerBatch, "rows-per-batch", opts.Config.RowsPerBatch, "rows per record batch")
+	cmd.Flags().IntVar(&opts.Config.DDMiB, "dd-mib", opts.Config.DDMiB, "MiB written by each dd conv=fdatasync run around the walctl writers (0: no dd)")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run (walctl's writers; the official one runs in Node) to FILE")
 	return cmd
 }
 
@@ -77,15 +87,37 @@ func lanceRun(ctx context.Context, opts *LanceOptions) error {
 	defer os.RemoveAll(scratch)
 	fmt.Fprintf(opts.ErrOut, "writing %d × %d × %d rows with walctl (2.0, 2.1) and the official writer under %s…\n",
 		opts.Config.Adds, opts.Config.BatchesPerAdd, opts.Config.RowsPerBatch, scratch)
+	stop := func() error { return nil }
+	if opts.CPUProfile != "" {
+		if stop, err = cpuProfile(opts.CPUProfile); err != nil {
+			return err
+		}
+	}
 	res, err := lancebench.Run(ctx, o, scratch, opts.Config)
+	if perr := stop(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
 	return opts.Print(res, func() *render.Table {
-		t := render.NewTable("writer", "MiB/s", "seconds", "bytes on disk", "speed ratio", "size ratio")
-		t.Add("walctl 2.0", fmt.Sprintf("%.1f", res.Walctl.MiBPerSec), fmt.Sprintf("%.2f", res.Walctl.Seconds), fmt.Sprint(res.Walctl.DataBytes), fmt.Sprintf("%.2f", res.SpeedRatio), fmt.Sprintf("%.3f", res.FileSizeRatio))
-		t.Add("walctl 2.1", fmt.Sprintf("%.1f", res.Walctl21.MiBPerSec), fmt.Sprintf("%.2f", res.Walctl21.Seconds), fmt.Sprint(res.Walctl21.DataBytes), fmt.Sprintf("%.2f", res.SpeedRatio21), fmt.Sprintf("%.3f", res.FileSizeRatio21))
-		t.Add("official", fmt.Sprintf("%.1f", res.Official.MiBPerSec), fmt.Sprintf("%.2f", res.Official.Seconds), fmt.Sprint(res.Official.DataBytes), "1.00", "1.000")
+		t := render.NewTable("writer", "MiB/s", "seconds", "bytes on disk", "disk MiB/s", "÷ dd", "speed ratio", "size ratio")
+		ratio := func(s lancebench.Side) string {
+			if s.RatioToDD == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", s.RatioToDD)
+		}
+		row := func(name string, s lancebench.Side, speed, size float64) {
+			t.Add(name, fmt.Sprintf("%.1f", s.MiBPerSec), fmt.Sprintf("%.2f", s.Seconds), fmt.Sprint(s.DataBytes),
+				fmt.Sprintf("%.1f", s.DiskMiBPerSec), ratio(s), fmt.Sprintf("%.2f", speed), fmt.Sprintf("%.3f", size))
+		}
+		row("walctl 2.0", res.Walctl, res.SpeedRatio, res.FileSizeRatio)
+		row("walctl 2.1", res.Walctl21, res.SpeedRatio21, res.FileSizeRatio21)
+		row("official", res.Official, 1, 1)
+		if res.DDMiBps > 0 {
+			t.Add("dd conv=fdatasync", "", "", "", fmt.Sprintf("%.1f", res.DDMiBps), "1.00", "", "")
+		}
 		return t
 	})
 }

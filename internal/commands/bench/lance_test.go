@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,14 +16,16 @@ import (
 )
 
 // bench lance writes a tiny table through both walctl formats and the
-// official writer (the real oracle), prints one result, and leaves no
-// scratch directory behind.
+// official writer (the real oracle) between two dd runs, prints one result
+// with each walctl writer's ratio to dd, writes the CPU profile asked for,
+// and leaves no scratch directory behind.
 func TestLanceRun(t *testing.T) {
 	o := oracletest.MustFind(t)
 	var printed any
 	var table *render.Table
 	dir := t.TempDir()
-	opts := &LanceOptions{Dir: dir, OracleDir: o.Dir, Config: lancebench.Config{Adds: 1, BatchesPerAdd: 1, RowsPerBatch: 50},
+	profile := filepath.Join(t.TempDir(), "lance.pprof")
+	opts := &LanceOptions{Dir: dir, OracleDir: o.Dir, CPUProfile: profile, Config: lancebench.Config{Adds: 1, BatchesPerAdd: 1, RowsPerBatch: 50, DDMiB: 4},
 		out: out{ErrOut: io.Discard, Print: func(v any, tf func() *render.Table) error { printed, table = v, tf(); return nil }}}
 	if err := lanceRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
@@ -36,11 +39,18 @@ func TestLanceRun(t *testing.T) {
 			t.Fatalf("result %+v", res)
 		}
 	}
+	if len(res.DD) != 2 || res.DDMiBps <= 0 || res.Walctl.RatioToDD <= 0 || res.Walctl21.RatioToDD <= 0 || res.Official.RatioToDD != 0 {
+		t.Fatalf("dd runs %+v, %.1f MiB/s; ratios to dd %.3f, %.3f, official %.3f", res.DD, res.DDMiBps,
+			res.Walctl.RatioToDD, res.Walctl21.RatioToDD, res.Official.RatioToDD)
+	}
 	if table == nil {
 		t.Fatal("no table renderer")
 	}
 	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
 		t.Fatalf("scratch left behind: %v %v", left, err)
+	}
+	if st, err := os.Stat(profile); err != nil || st.Size() == 0 {
+		t.Fatalf("CPU profile %s: %v", profile, err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -218,18 +217,7 @@ func startCPUProfile(opts *PublishOptions) (stop func() error, err error) {
 	if opts.Streamed {
 		mode = "streamed"
 	}
-	f, err := os.Create(opts.CPUProfile + "." + mode)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w: %w", errs.ErrInvalid, err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		return f.Close()
-	}, nil
+	return cpuProfile(opts.CPUProfile + "." + mode)
 }
 
 // ddList formats dd bandwidths as "1150.2, 1120.7, 1098.0".

@@ -19,6 +19,7 @@ import (
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
+	"github.com/walctl/walctl/internal/core/wal/walbench"
 )
 
 // Dim and PayloadBytes fix the benchmark's vector and binary sizes; the
@@ -29,22 +30,31 @@ const (
 )
 
 // Config sizes a run: Adds files (walctl) or table.add calls (official),
-// each of BatchesPerAdd batches of RowsPerBatch rows.
+// each of BatchesPerAdd batches of RowsPerBatch rows. DDMiB sizes the dd
+// conv=fdatasync runs right before and right after the walctl writers (0:
+// no dd, no ratio).
 type Config struct {
 	Adds          int `json:"adds"`
 	BatchesPerAdd int `json:"batches_per_add"`
 	RowsPerBatch  int `json:"rows_per_batch"`
+	DDMiB         int `json:"dd_mib"`
 }
 
-// DefaultConfig writes about 440 MiB per side: 8 adds of 16 × 1,024 rows.
-var DefaultConfig = Config{Adds: 8, BatchesPerAdd: 16, RowsPerBatch: 1024}
+// DefaultConfig writes about 440 MiB per side: 8 adds of 16 × 1,024 rows,
+// bracketed by 256 MiB dd runs.
+var DefaultConfig = Config{Adds: 8, BatchesPerAdd: 16, RowsPerBatch: 1024, DDMiB: 256}
 
-// Side is one writer's figures.
+// Side is one writer's figures. MiBPerSec counts logical Arrow bytes;
+// DiskMiBPerSec the data-file bytes it wrote (and synced), the disk's own
+// work, and RatioToDD is DiskMiBPerSec over Result.DDMiBps (walctl sides
+// only).
 type Side struct {
-	Seconds   float64 `json:"seconds"`
-	MiBPerSec float64 `json:"mib_per_sec"`
-	DataBytes int64   `json:"data_bytes"`
-	Rows      int     `json:"rows"`
+	Seconds       float64 `json:"seconds"`
+	MiBPerSec     float64 `json:"mib_per_sec"`
+	DataBytes     int64   `json:"data_bytes"`
+	Rows          int     `json:"rows"`
+	DiskMiBPerSec float64 `json:"disk_mib_per_sec"`
+	RatioToDD     float64 `json:"ratio_to_dd,omitempty"`
 }
 
 // Result is a run's outcome; throughput is logical Arrow bytes per second.
@@ -60,6 +70,11 @@ type Result struct {
 	FileSizeRatio   float64 `json:"file_size_ratio"`     // walctl 2.0 bytes ÷ official bytes
 	FileSizeRatio21 float64 `json:"file_size_ratio_2_1"` // walctl 2.1 bytes ÷ official bytes
 	WorkspaceMax    int     `json:"walctl_workspace_bytes"`
+	// DD are the dd runs right before and right after the walctl writers;
+	// DDMiBps is the higher of the two (walbench.Around): a ratio to the
+	// best the disk showed around the measurement.
+	DD      []walbench.DDResult `json:"dd_runs,omitempty"`
+	DDMiBps float64             `json:"dd_mib_per_s,omitempty"`
 }
 
 // walctlSide is one walctl table being written in one file format.
@@ -147,6 +162,13 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 		return nil, fmt.Errorf("bench config %+v: %w", cfg, errs.ErrInvalid)
 	}
 	res := &Result{Config: cfg}
+	if cfg.DDMiB > 0 {
+		dd, err := walbench.DD(ctx, dir, cfg.DDMiB)
+		if err != nil {
+			return nil, err
+		}
+		res.DD = append(res.DD, dd)
+	}
 	sides := make([]*walctlSide, 0, 2)
 	for _, v := range []struct {
 		name string
@@ -181,6 +203,14 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 			return nil, err
 		}
 	}
+	if cfg.DDMiB > 0 {
+		dd, err := walbench.DD(ctx, dir, cfg.DDMiB)
+		if err != nil {
+			return nil, err
+		}
+		res.DD = append(res.DD, dd)
+		res.DDMiBps = walbench.Around(res.DD, 0)
+	}
 	for _, side := range sides {
 		side.out.Seconds = side.elapsed.Seconds()
 		side.out.Rows = cfg.Adds * cfg.BatchesPerAdd * cfg.RowsPerBatch
@@ -201,9 +231,14 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 	}
 	res.Official = Side{Seconds: off.Seconds, Rows: off.Rows, DataBytes: off.DataBytes}
 	mib := float64(res.LogicalBytes) / (1 << 20)
-	res.Walctl.MiBPerSec = mib / res.Walctl.Seconds
-	res.Walctl21.MiBPerSec = mib / res.Walctl21.Seconds
-	res.Official.MiBPerSec = mib / res.Official.Seconds
+	for _, s := range []*Side{&res.Walctl, &res.Walctl21, &res.Official} {
+		s.MiBPerSec = mib / s.Seconds
+		s.DiskMiBPerSec = float64(s.DataBytes) / (1 << 20) / s.Seconds
+	}
+	if res.DDMiBps > 0 {
+		res.Walctl.RatioToDD = res.Walctl.DiskMiBPerSec / res.DDMiBps
+		res.Walctl21.RatioToDD = res.Walctl21.DiskMiBPerSec / res.DDMiBps
+	}
 	res.SpeedRatio = res.Walctl.MiBPerSec / res.Official.MiBPerSec
 	res.SpeedRatio21 = res.Walctl21.MiBPerSec / res.Official.MiBPerSec
 	res.FileSizeRatio = float64(res.Walctl.DataBytes) / float64(res.Official.DataBytes)
