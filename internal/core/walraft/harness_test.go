@@ -3,10 +3,12 @@ package walraft
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -256,6 +258,34 @@ func (c *cluster) appendRetry(ctx context.Context, table string, shard int, rec 
 			return 0, ctx.Err()
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// appendResolved appends rec (one record whose id is unique in the shard)
+// as a producer should: an unknown outcome (a leader lost mid-commit, as
+// happens on a loaded machine) is resolved by a linearizable read of the
+// shard through the next leader, and the append is sent again only if its
+// id is not there.
+func (c *cluster) appendResolved(ctx context.Context, t *testing.T, table string, shard int, rec arrow.RecordBatch) error {
+	t.Helper()
+	for {
+		_, err := c.appendRetry(ctx, table, shard, rec)
+		if !errors.Is(err, ErrOutcomeUnknown) {
+			return err
+		}
+		t.Logf("append of id %d: %v; reading back", recordID(rec), err)
+		for {
+			l := c.leader()
+			if err := l.LinearizableRead(ctx); err != nil {
+				time.Sleep(20 * time.Millisecond) // the next leader answers
+				continue
+			}
+			ids, _ := dump(t, l, table, shard)
+			if slices.Contains(ids, recordID(rec)) {
+				return nil
+			}
+			break
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ func fillTable(t *testing.T, c *cluster, from, n int64, size int) {
 	ctx := context.Background()
 	for i := from; i < from+n; i++ {
 		rec := record(i, size)
-		_, err := c.appendRetry(ctx, "t1", 0, rec)
+		err := c.appendResolved(ctx, t, "t1", 0, rec)
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)

@@ -25,7 +25,7 @@ func TestConcurrentRunsIdenticalReplicas(t *testing.T) {
 			for i := 0; i < 40; i++ {
 				id := int64(p*1000 + i)
 				rec := record(id, 1500)
-				_, err := c.appendRetry(ctx, "t1", int(id%4), rec)
+				err := c.appendResolved(ctx, t, "t1", int(id%4), rec)
 				rec.Release()
 				if err != nil {
 					t.Error(err)
