@@ -15,6 +15,10 @@
 //   - DoAction runs the other operations (the Action* constants) with JSON
 //     bodies; unknown fields are refused. Schemas travel as Arrow IPC schema
 //     messages (wal.EncodeSchema).
+//   - A read (DoGet, or an action that reads) carrying the gRPC metadata
+//     "walctl-read: linearizable" is served by a replicated group's leader
+//     after a raft barrier and refused by a follower (not the leader); a
+//     single-directory server ignores it (it is linearizable as it is).
 //
 // Errors travel as gRPC status codes derived from the errs category, with a
 // google.rpc.ErrorInfo (domain "walctl.wal") naming the sentinel, so that

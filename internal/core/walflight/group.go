@@ -40,7 +40,11 @@ import (
 // an explicit range (sealed generations, as publishers read) starts at the
 // next member in turn, spreading publication load, and moves on to another
 // member when one is unreachable or has not applied the range yet
-// (ErrBeyondEnd), resuming after the last entry delivered.
+// (ErrBeyondEnd), resuming after the last entry delivered. Reads that say
+// what exists (tables, generations, epoch, stats, a read to the last
+// position) are linearizable: they carry the walctl-read: linearizable
+// metadata, which a follower refuses (it may lag the group) and the leader
+// serves after a raft barrier.
 type GroupClient struct {
 	name    string
 	members []*groupMember
