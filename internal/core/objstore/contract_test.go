@@ -102,9 +102,10 @@ func TestStreamingWriterAndRangedReads(t *testing.T) {
 	for name, s := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			// Small (one PUT on S3) and large (a multipart upload of three
-			// parts, the last one short).
-			for _, n := range []int{1000, 2*objstore.MinPartSize + 12345} {
+			// Small (one PUT on S3), over one part but within the writer's
+			// two part buffers (one PUT too, of both), and large (a
+			// multipart upload of three parts, the last one short).
+			for _, n := range []int{1000, objstore.MinPartSize + 54321, 2*objstore.MinPartSize + 12345} {
 				want := pattern(n)
 				w, err := s.Create(ctx, "data/f.lance")
 				if err != nil {
@@ -179,7 +180,7 @@ func TestAbortLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(pattern(objstore.MinPartSize + 1)); err != nil {
+	if _, err := w.Write(pattern(2*objstore.MinPartSize + 1)); err != nil {
 		t.Fatal(err)
 	}
 	if ups, err := s.Uploads(ctx, "t.lance/data"); err != nil || len(ups) != 1 {
