@@ -58,12 +58,10 @@ func newGetCounter(t *testing.T, srv *s3server.Server) *getCounter {
 	return c
 }
 
-// Rule 7 on S3 is one HEAD per file: the store keeps the CRC-32C it
-// computed from the bytes it received, and the verifier compares it (with
-// size and ETag) to the descriptor without downloading the file. A file
-// deleted, truncated, or replaced — with or without a checksum of its own,
-// even with the ETag check left out — still fails verification.
-func TestS3VerifyFileByChecksumCatchesTampering(t *testing.T) {
+// countedTable is a table t.lance under lake/ of a fresh bucket, reached
+// through a getCounter.
+func countedTable(t *testing.T) (*s3server.Server, *getCounter, objstore.Store, *Dataset) {
+	t.Helper()
 	srv := s3server.Start(t, s3server.Options{})
 	counter := newGetCounter(t, srv)
 	st := s3Store(t, srv, counter.endpoint)
@@ -71,6 +69,16 @@ func TestS3VerifyFileByChecksumCatchesTampering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv, counter, st, d
+}
+
+// Rule 7 on S3 is one HEAD per file: the store keeps the CRC-32C it
+// computed from the bytes it received, and the verifier compares it (with
+// size and ETag) to the descriptor without downloading the file. A file
+// deleted, truncated, or replaced — with or without a checksum of its own,
+// even with the ETag check left out — still fails verification.
+func TestS3VerifyFileByChecksumCatchesTampering(t *testing.T) {
+	srv, counter, st, d := countedTable(t)
 	ctx := context.Background()
 	key := func(desc Descriptor) string { return "lake/t.lance/" + desc.Path }
 	get := func(desc Descriptor) []byte {
@@ -142,13 +150,7 @@ func TestS3VerifyFileByChecksumCatchesTampering(t *testing.T) {
 // the intact file verifies with a HEAD, and a same-size replacement fails
 // verification: on its ETag, and without the ETag on the store's checksum.
 func TestS3FileWithinPartBuffersIsOnePut(t *testing.T) {
-	srv := s3server.Start(t, s3server.Options{})
-	counter := newGetCounter(t, srv)
-	st := s3Store(t, srv, counter.endpoint)
-	d, err := CreateStore(st.Sub("t.lance"), small, CreateOptions{FileVersion: FileVersion2_0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, counter, st, d := countedTable(t)
 	r := smallBatch(0, 250_000)
 	desc := writeFile(t, d, r)
 	r.Release()

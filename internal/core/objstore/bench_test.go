@@ -23,13 +23,7 @@ func BenchmarkS3WriterVsPutObject(b *testing.B) {
 	ctx := context.Background()
 	for _, c := range []struct{ part, bufs int }{{8 << 20, 2}, {8 << 20, 4}, {16 << 20, 2}, {16 << 20, 4}} {
 		b.Run(fmt.Sprintf("part=%dMiB,buffers=%d", c.part>>20, c.bufs), func(b *testing.B) {
-			s, err := objstore.NewS3(ctx, srv.Bucket, "bench", objstore.S3Options{
-				Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
-				PartSize: c.part, PartBuffers: c.bufs,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := newS3(b, srv, "bench", func(o *objstore.S3Options) { o.PartSize, o.PartBuffers = c.part, c.bufs })
 			var writer, put time.Duration
 			b.SetBytes(int64(len(data)))
 			for i := 0; i < b.N; i++ {

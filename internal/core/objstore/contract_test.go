@@ -20,12 +20,18 @@ func stores(t *testing.T) map[string]objstore.Store {
 	return map[string]objstore.Store{"local": local, "s3": newS3(t, s3server.Start(t, s3server.Options{}), "lake")}
 }
 
-func newS3(t *testing.T, srv *s3server.Server, prefix string) *objstore.S3 {
+// newS3 is the store of prefix in srv's bucket, with the smallest parts;
+// each of set may change its options first.
+func newS3(t testing.TB, srv *s3server.Server, prefix string, set ...func(*objstore.S3Options)) *objstore.S3 {
 	t.Helper()
-	s, err := objstore.NewS3(context.Background(), srv.Bucket, prefix, objstore.S3Options{
+	o := objstore.S3Options{
 		Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true,
 		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PartSize: objstore.MinPartSize,
-	})
+	}
+	for _, f := range set {
+		f(&o)
+	}
+	s, err := objstore.NewS3(context.Background(), srv.Bucket, prefix, o)
 	if err != nil {
 		t.Fatal(err)
 	}

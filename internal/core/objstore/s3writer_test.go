@@ -22,13 +22,7 @@ func TestS3WriterSinglePutWithinItsBuffers(t *testing.T) {
 	srv := s3server.Start(t, s3server.Options{})
 	ctx := context.Background()
 	for _, bufs := range []int{2, 4} {
-		s, err := objstore.NewS3(ctx, srv.Bucket, fmt.Sprintf("lake%d", bufs), objstore.S3Options{
-			Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
-			PartSize: objstore.MinPartSize, PartBuffers: bufs,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newS3(t, srv, fmt.Sprintf("lake%d", bufs), func(o *objstore.S3Options) { o.PartBuffers = bufs })
 		fits := bufs * objstore.MinPartSize
 		for _, tc := range []struct {
 			n         int
