@@ -15,14 +15,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/testutil/s3server"
 )
 
 // getCounter is a reverse proxy in front of a real server that counts the
-// GETs of keys under data/: verification must not download data files.
+// GETs of keys under data/ (verification must not download data files),
+// and the PUTs and multipart upload starts there (how a file was sent).
 type getCounter struct {
-	endpoint string
-	gets     atomic.Int64
+	endpoint   string
+	gets       atomic.Int64
+	puts       atomic.Int64
+	multiparts atomic.Int64
 }
 
 func newGetCounter(t *testing.T, srv *s3server.Server) *getCounter {
@@ -35,8 +39,17 @@ func newGetCounter(t *testing.T, srv *s3server.Server) *getCounter {
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 		pr.SetURL(target)
 		pr.Out.Host = pr.In.Host
-		if pr.In.Method == http.MethodGet && strings.Contains(pr.In.URL.Path, "/data/") {
+		if !strings.Contains(pr.In.URL.Path, "/data/") {
+			return
+		}
+		_, uploads := pr.In.URL.Query()["uploads"]
+		switch {
+		case pr.In.Method == http.MethodGet:
 			c.gets.Add(1)
+		case pr.In.Method == http.MethodPost && uploads:
+			c.multiparts.Add(1)
+		case pr.In.Method == http.MethodPut && pr.In.URL.Query().Get("uploadId") == "":
+			c.puts.Add(1)
 		}
 	}}
 	hs := httptest.NewServer(rp)
@@ -45,12 +58,10 @@ func newGetCounter(t *testing.T, srv *s3server.Server) *getCounter {
 	return c
 }
 
-// Rule 7 on S3 is one HEAD per file: the store keeps the CRC-32C it
-// computed from the bytes it received, and the verifier compares it (with
-// size and ETag) to the descriptor without downloading the file. A file
-// deleted, truncated, or replaced — with or without a checksum of its own,
-// even with the ETag check left out — still fails verification.
-func TestS3VerifyFileByChecksumCatchesTampering(t *testing.T) {
+// countedTable is a table t.lance under lake/ of a fresh bucket, reached
+// through a getCounter.
+func countedTable(t *testing.T) (*s3server.Server, *getCounter, objstore.Store, *Dataset) {
+	t.Helper()
 	srv := s3server.Start(t, s3server.Options{})
 	counter := newGetCounter(t, srv)
 	st := s3Store(t, srv, counter.endpoint)
@@ -58,6 +69,16 @@ func TestS3VerifyFileByChecksumCatchesTampering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv, counter, st, d
+}
+
+// Rule 7 on S3 is one HEAD per file: the store keeps the CRC-32C it
+// computed from the bytes it received, and the verifier compares it (with
+// size and ETag) to the descriptor without downloading the file. A file
+// deleted, truncated, or replaced — with or without a checksum of its own,
+// even with the ETag check left out — still fails verification.
+func TestS3VerifyFileByChecksumCatchesTampering(t *testing.T) {
+	srv, counter, st, d := countedTable(t)
 	ctx := context.Background()
 	key := func(desc Descriptor) string { return "lake/t.lance/" + desc.Path }
 	get := func(desc Descriptor) []byte {
@@ -120,5 +141,42 @@ func TestS3VerifyFileByChecksumCatchesTampering(t *testing.T) {
 				t.Fatalf("verify sent %d GETs of data files, want downloads=%v", got, tc.downloads)
 			}
 		})
+	}
+}
+
+// A data file larger than one part but within the writer's part buffers
+// (two 8 MiB parts by default) goes as one PutObject, no multipart upload
+// started; the store keeps the CRC-32C of the file the writer produced, so
+// the intact file verifies with a HEAD, and a same-size replacement fails
+// verification: on its ETag, and without the ETag on the store's checksum.
+func TestS3FileWithinPartBuffersIsOnePut(t *testing.T) {
+	_, counter, st, d := countedTable(t)
+	r := smallBatch(0, 250_000)
+	desc := writeFile(t, d, r)
+	r.Release()
+	if desc.Size <= objstore.DefaultPartSize || desc.Size >= 2*objstore.DefaultPartSize {
+		t.Fatalf("the file has %d bytes, want between one and two parts of %d", desc.Size, objstore.DefaultPartSize)
+	}
+	if n, m := counter.puts.Load(), counter.multiparts.Load(); n != 1 || m != 0 {
+		t.Fatalf("the file went as %d PUTs and %d multipart uploads, want one PUT", n, m)
+	}
+	if err := d.VerifyFile(desc); err != nil || counter.gets.Load() != 0 {
+		t.Fatalf("verify the intact file: %v (%d GETs)", err, counter.gets.Load())
+	}
+	ctx := context.Background()
+	b, err := st.Get(ctx, "t.lance/"+desc.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0x01
+	if err := st.Put(ctx, "t.lance/"+desc.Path, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.VerifyFile(desc); !errors.Is(err, ErrCorruptFile) || !strings.Contains(err.Error(), "ETag") {
+		t.Fatalf("verify a replaced file: %v, want ErrCorruptFile on its ETag", err)
+	}
+	desc.ETag = ""
+	if err := d.VerifyFile(desc); !errors.Is(err, ErrCorruptFile) || !strings.Contains(err.Error(), "the store's checksum") {
+		t.Fatalf("verify a replaced file without the ETag: %v, want ErrCorruptFile on the store's checksum", err)
 	}
 }

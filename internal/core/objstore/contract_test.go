@@ -20,12 +20,18 @@ func stores(t *testing.T) map[string]objstore.Store {
 	return map[string]objstore.Store{"local": local, "s3": newS3(t, s3server.Start(t, s3server.Options{}), "lake")}
 }
 
-func newS3(t *testing.T, srv *s3server.Server, prefix string) *objstore.S3 {
+// newS3 is the store of prefix in srv's bucket, with the smallest parts;
+// each of set may change its options first.
+func newS3(t testing.TB, srv *s3server.Server, prefix string, set ...func(*objstore.S3Options)) *objstore.S3 {
 	t.Helper()
-	s, err := objstore.NewS3(context.Background(), srv.Bucket, prefix, objstore.S3Options{
+	o := objstore.S3Options{
 		Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true,
 		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PartSize: objstore.MinPartSize,
-	})
+	}
+	for _, f := range set {
+		f(&o)
+	}
+	s, err := objstore.NewS3(context.Background(), srv.Bucket, prefix, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +108,10 @@ func TestStreamingWriterAndRangedReads(t *testing.T) {
 	for name, s := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			// Small (one PUT on S3) and large (a multipart upload of three
-			// parts, the last one short).
-			for _, n := range []int{1000, 2*objstore.MinPartSize + 12345} {
+			// Small (one PUT on S3), over one part but within the writer's
+			// two part buffers (one PUT too, of both), and large (a
+			// multipart upload of three parts, the last one short).
+			for _, n := range []int{1000, objstore.MinPartSize + 54321, 2*objstore.MinPartSize + 12345} {
 				want := pattern(n)
 				w, err := s.Create(ctx, "data/f.lance")
 				if err != nil {
@@ -179,7 +186,7 @@ func TestAbortLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(pattern(objstore.MinPartSize + 1)); err != nil {
+	if _, err := w.Write(pattern(2*objstore.MinPartSize + 1)); err != nil {
 		t.Fatal(err)
 	}
 	if ups, err := s.Uploads(ctx, "t.lance/data"); err != nil || len(ups) != 1 {

@@ -41,6 +41,11 @@ type S3Options struct {
 	// PartSize is the multipart part (and part buffer) size;
 	// DefaultPartSize if zero, never below MinPartSize.
 	PartSize int
+	// PartBuffers is how many part buffers a streaming writer holds
+	// (DefaultPartBuffers if zero, at least 2): an object that fits them
+	// is sent by one PutObject, a larger one has up to PartBuffers−1
+	// parts uploading while the next fills.
+	PartBuffers int
 	// CallTimeout bounds each HTTP request (one attempt, its body
 	// included); no bound if zero. A conditional create that runs out of
 	// it is an unknown outcome.
@@ -53,13 +58,18 @@ const (
 	MinPartSize     = 5 << 20
 )
 
+// DefaultPartBuffers is a streaming writer's part buffers when none is
+// configured: one filling while one uploads.
+const DefaultPartBuffers = 2
+
 // S3 is a store over one bucket and key prefix of an S3-compatible server.
 type S3 struct {
-	client   *s3.Client
-	bucket   string
-	prefix   string // "" or ends without a slash
-	endpoint string
-	partSize int
+	client      *s3.Client
+	bucket      string
+	prefix      string // "" or ends without a slash
+	endpoint    string
+	partSize    int
+	partBuffers int
 }
 
 // NewS3 returns the store for bucket/prefix. It sends no request: a wrong
@@ -98,6 +108,11 @@ func NewS3(ctx context.Context, bucket, prefix string, o S3Options) (*S3, error)
 		ps = DefaultPartSize
 	}
 	ps = max(ps, MinPartSize)
+	pb := o.PartBuffers
+	if pb == 0 {
+		pb = DefaultPartBuffers
+	}
+	pb = max(pb, 2)
 	endpoint := o.Endpoint
 	if endpoint == "" {
 		endpoint = "AWS " + cfg.Region
@@ -107,7 +122,7 @@ func NewS3(ctx context.Context, bucket, prefix string, o S3Options) (*S3, error)
 			endpoint = *be
 		}
 	}
-	return &S3{client: client, bucket: bucket, prefix: strings.Trim(prefix, "/"), endpoint: endpoint, partSize: ps}, nil
+	return &S3{client: client, bucket: bucket, prefix: strings.Trim(prefix, "/"), endpoint: endpoint, partSize: ps, partBuffers: pb}, nil
 }
 
 // String returns s3://bucket/prefix.
@@ -293,22 +308,22 @@ func (s *S3) putIfAbsentError(key string, err error) error {
 
 // Put writes an object (retried by the SDK: the key is the writer's own).
 func (s *S3) Put(ctx context.Context, key string, data []byte) error {
-	_, err := s.put(ctx, key, data, crc32.Checksum(data, castagnoli))
+	_, err := s.put(ctx, key, bytes.NewReader(data), int64(len(data)), crc32.Checksum(data, castagnoli))
 	return err
 }
 
-// put is one PutObject of data, whose CRC-32C is sum: the store checks it
-// against the bytes it receives (a mismatch is refused, BadDigest) and
-// keeps it. It returns the object as the store answered.
-func (s *S3) put(ctx context.Context, key string, data []byte, sum uint32) (Info, error) {
+// put is one PutObject of size bytes from body, whose CRC-32C is sum: the
+// store checks it against the bytes it receives (a mismatch is refused,
+// BadDigest) and keeps it. It returns the object as the store answered.
+func (s *S3) put(ctx context.Context, key string, body io.ReadSeeker, size int64, sum uint32) (Info, error) {
 	out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: &s.bucket, Key: aws.String(s.full(key)), Body: bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))), ChecksumCRC32C: crc32cHeader(sum),
+		Bucket: &s.bucket, Key: aws.String(s.full(key)), Body: body,
+		ContentLength: aws.Int64(size), ChecksumCRC32C: crc32cHeader(sum),
 	})
 	if err != nil {
 		return Info{}, s.wrap("put", key, err)
 	}
-	in := Info{Key: key, Size: int64(len(data)), ETag: aws.ToString(out.ETag)}
+	in := Info{Key: key, Size: size, ETag: aws.ToString(out.ETag)}
 	in.CRC32C, in.HasCRC32C = fullCRC32C(out.ChecksumCRC32C, out.ChecksumType)
 	return in, nil
 }

@@ -61,25 +61,32 @@ func (r *s3Reader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// s3Writer streams an object with two part buffers: bytes under one part
-// are sent by a single PutObject at Commit; a larger object becomes a
-// multipart upload in which one full part is uploading while the next one
-// fills, so memory stays at two parts and encoding overlaps the network.
-// Every request carries the CRC-32C of its bytes, and a multipart upload
-// asks for a FULL_OBJECT CRC-32C, so the store checks each part and keeps
-// the checksum of the whole object, which a verifier then reads with one
-// HEAD instead of downloading the object.
+// s3Writer streams an object through PartBuffers part buffers, charged
+// whole to the caller's budget (BufferBytes). An object that fits them all
+// is sent by a single PutObject at Commit: no multipart upload, so the
+// store writes its bytes once (a multipart completion may copy every part
+// again, as versitygw's posix backend does). A larger object becomes a
+// multipart upload in which up to PartBuffers−1 full parts are uploading
+// while the next one fills, so encoding overlaps the network and memory
+// stays at PartBuffers parts. Every request carries the CRC-32C of its
+// bytes, and a multipart upload asks for a FULL_OBJECT CRC-32C, so the
+// store checks each part and keeps the checksum of the whole object, which
+// a verifier then reads with one HEAD instead of downloading the object.
 type s3Writer struct {
-	ctx      context.Context
-	s        *S3
-	key      string
-	buf      []byte // filling
-	spare    []byte // the buffer of the part in flight, reused when it is sent
-	crc      uint32 // of every byte written so far
-	size     int64
-	upload   *string
-	parts    []types.CompletedPart
-	inflight chan partResult // the part being uploaded, or nil
+	ctx    context.Context
+	s      *S3
+	key    string
+	buf    []byte   // filling
+	held   [][]byte // full parts not sent yet (before a multipart upload starts)
+	sums   []uint32 // the CRC-32C of each held part
+	free   [][]byte // buffers of parts sent, for reuse
+	bufs   int      // buffers allocated so far
+	crc    uint32   // of every byte in full parts so far
+	size   int64    // of those bytes
+	upload *string
+	parts  []types.CompletedPart
+	// inflight are the parts uploading, oldest first.
+	inflight []chan partResult
 	done     bool
 	err      error
 	info     Info // once committed
@@ -87,18 +94,20 @@ type s3Writer struct {
 
 type partResult struct {
 	part types.CompletedPart
+	body []byte
 	err  error
 }
 
 // Create returns a streaming writer of key.
 func (s *S3) Create(ctx context.Context, key string) (Writer, error) {
-	return &s3Writer{ctx: ctx, s: s, key: key, buf: make([]byte, 0, s.partSize)}, nil
+	return &s3Writer{ctx: ctx, s: s, key: key}, nil
 }
 
-// BufferBytes is two parts: the one filling and the one uploading.
-func (w *s3Writer) BufferBytes() int { return 2 * w.s.partSize }
+// BufferBytes is every part buffer the writer may hold: the one filling,
+// the ones uploading (or held for a single PutObject).
+func (w *s3Writer) BufferBytes() int { return w.s.partBuffers * w.s.partSize }
 
-// CRC32C is the checksum of the parts sent so far and the bytes in the
+// CRC32C is the checksum of the full parts so far and the bytes in the
 // filling buffer.
 func (w *s3Writer) CRC32C() uint32 {
 	return crc32Combine(w.crc, crc32.Checksum(w.buf, castagnoli), int64(len(w.buf)))
@@ -113,11 +122,16 @@ func (w *s3Writer) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
+		if w.buf == nil {
+			if w.buf, w.err = w.buffer(); w.err != nil {
+				return n, w.err
+			}
+		}
 		k := min(len(p), w.s.partSize-len(w.buf))
 		w.buf = append(w.buf, p[:k]...)
 		p, n = p[k:], n+k
 		if len(w.buf) == w.s.partSize {
-			if w.err = w.sendPart(); w.err != nil {
+			if w.err = w.partFull(); w.err != nil {
 				return n, w.err
 			}
 		}
@@ -125,27 +139,34 @@ func (w *s3Writer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// wait collects the part in flight, if any.
-func (w *s3Writer) wait() error {
-	if w.inflight == nil {
-		return nil
+// buffer returns an empty part buffer: a new one while fewer than
+// PartBuffers exist, else the buffer of the oldest part in flight once it
+// is sent.
+func (w *s3Writer) buffer() ([]byte, error) {
+	if len(w.free) == 0 && w.bufs < w.s.partBuffers {
+		w.bufs++
+		return make([]byte, 0, w.s.partSize), nil
 	}
-	r := <-w.inflight
-	w.inflight = nil
-	if r.err != nil {
-		return r.err
+	if len(w.free) == 0 {
+		if err := w.waitOldest(); err != nil {
+			return nil, err
+		}
 	}
-	w.parts = append(w.parts, r.part)
-	return nil
+	b := w.free[len(w.free)-1]
+	w.free = w.free[:len(w.free)-1]
+	return b[:0], nil
 }
 
-// sendPart starts uploading the filled buffer once the part before it is
-// sent, and gives the writer the other buffer to fill. The part's CRC-32C
-// is computed here, while the previous part may still be on the wire: the
-// request carries it and the completion needs it.
-func (w *s3Writer) sendPart() error {
-	if err := w.wait(); err != nil {
-		return err
+// partFull takes the filled buffer: held while the object may still fit
+// its buffers (one PutObject at Commit), else sent as the next part of the
+// multipart upload, which starts with the held parts.
+func (w *s3Writer) partFull() error {
+	body := w.buf
+	w.buf = nil
+	sum := w.note(body)
+	if w.upload == nil && len(w.held)+1 < w.s.partBuffers {
+		w.held, w.sums = append(w.held, body), append(w.sums, sum)
+		return nil
 	}
 	if w.upload == nil {
 		out, err := w.s.client.CreateMultipartUpload(w.ctx, &s3.CreateMultipartUploadInput{
@@ -156,27 +177,57 @@ func (w *s3Writer) sendPart() error {
 			return w.s.wrap("start upload of", w.key, err)
 		}
 		w.upload = out.UploadId
+		for i, h := range w.held {
+			w.sendPart(h, w.sums[i])
+		}
+		w.held, w.sums = nil, nil
 	}
-	num, body := int32(len(w.parts)+1), w.buf
-	sum := crc32cHeader(w.note(body))
-	w.inflight = make(chan partResult, 1)
-	go func(ch chan<- partResult) {
+	w.sendPart(body, sum)
+	return nil
+}
+
+// sendPart starts uploading body, the next part, whose CRC-32C is sum: the
+// request carries it and the completion needs it.
+func (w *s3Writer) sendPart(body []byte, sum uint32) {
+	num := int32(len(w.parts) + len(w.inflight) + 1)
+	ch := make(chan partResult, 1)
+	w.inflight = append(w.inflight, ch)
+	go func() {
+		crc := crc32cHeader(sum)
 		out, err := w.s.client.UploadPart(w.ctx, &s3.UploadPartInput{
 			Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)), UploadId: w.upload,
 			PartNumber: aws.Int32(num), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
-			ChecksumCRC32C: sum,
+			ChecksumCRC32C: crc,
 		})
 		if err != nil {
-			ch <- partResult{err: w.s.wrap(fmt.Sprintf("upload part %d of", num), w.key, err)}
+			ch <- partResult{body: body, err: w.s.wrap(fmt.Sprintf("upload part %d of", num), w.key, err)}
 			return
 		}
-		ch <- partResult{part: types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num), ChecksumCRC32C: sum}}
-	}(w.inflight)
-	if w.spare == nil {
-		w.spare = make([]byte, 0, w.s.partSize)
+		ch <- partResult{body: body, part: types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num), ChecksumCRC32C: crc}}
+	}()
+}
+
+// waitOldest collects the oldest part in flight and frees its buffer.
+func (w *s3Writer) waitOldest() error {
+	r := <-w.inflight[0]
+	w.inflight = w.inflight[1:]
+	w.free = append(w.free, r.body)
+	if r.err != nil {
+		return r.err
 	}
-	w.buf, w.spare = w.spare[:0], body
+	w.parts = append(w.parts, r.part)
 	return nil
+}
+
+// waitAll collects every part in flight and returns the first error.
+func (w *s3Writer) waitAll() error {
+	var first error
+	for len(w.inflight) > 0 {
+		if err := w.waitOldest(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // note adds b, the next bytes of the object, to its size and CRC-32C and
@@ -188,8 +239,9 @@ func (w *s3Writer) note(b []byte) uint32 {
 	return sum
 }
 
-// Commit sends the rest: one PutObject for a small object, or the last part
-// and CompleteMultipartUpload with the whole object's CRC-32C (the store
+// Commit sends the rest: one PutObject of the held parts and the filling
+// buffer for an object that fits the buffers, or the last part and
+// CompleteMultipartUpload with the whole object's CRC-32C (the store
 // refuses it if the parts it holds do not add up to it). On error the
 // upload is aborted.
 func (w *s3Writer) Commit() error {
@@ -198,7 +250,9 @@ func (w *s3Writer) Commit() error {
 	}
 	err := w.err
 	if err == nil && w.upload == nil {
-		w.info, err = w.s.put(w.ctx, w.key, w.buf, w.note(w.buf))
+		w.note(w.buf)
+		body := append(w.held, w.buf)
+		w.info, err = w.s.put(w.ctx, w.key, io.NewSectionReader(slices(body), 0, w.size), w.size, w.crc)
 	} else if err == nil {
 		err = w.complete()
 	}
@@ -206,18 +260,23 @@ func (w *s3Writer) Commit() error {
 		w.Abort()
 		return err
 	}
-	w.done, w.buf, w.spare = true, nil, nil
+	w.release()
 	return nil
+}
+
+// release drops the buffers once the writer is done.
+func (w *s3Writer) release() {
+	w.done, w.buf, w.held, w.free = true, nil, nil, nil
 }
 
 // complete sends the last part and completes the multipart upload.
 func (w *s3Writer) complete() error {
 	if len(w.buf) > 0 {
-		if err := w.sendPart(); err != nil {
-			return err
-		}
+		body := w.buf
+		w.buf = nil
+		w.sendPart(body, w.note(body))
 	}
-	if err := w.wait(); err != nil {
+	if err := w.waitAll(); err != nil {
 		return err
 	}
 	out, err := w.s.client.CompleteMultipartUpload(w.ctx, &s3.CompleteMultipartUploadInput{
@@ -233,14 +292,14 @@ func (w *s3Writer) complete() error {
 	return nil
 }
 
-// Abort waits for the part in flight and aborts the multipart upload, if
+// Abort waits for the parts in flight and aborts the multipart upload, if
 // one was started.
 func (w *s3Writer) Abort() error {
 	if w.done {
 		return nil
 	}
-	_ = w.wait()
-	w.done, w.buf, w.spare = true, nil, nil
+	_ = w.waitAll()
+	w.release()
 	if w.upload == nil {
 		return nil
 	}
@@ -248,6 +307,26 @@ func (w *s3Writer) Abort() error {
 		Bucket: &w.s.bucket, Key: aws.String(w.s.full(w.key)), UploadId: w.upload,
 	})
 	return w.s.wrap("abort upload of", w.key, err)
+}
+
+// slices reads consecutive byte slices as one (the body of a PutObject of
+// held parts, without copying them into one buffer).
+type slices [][]byte
+
+func (s slices) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for _, b := range s {
+		if off >= int64(len(b)) {
+			off -= int64(len(b))
+			continue
+		}
+		c := copy(p[n:], b[off:])
+		n, off = n+c, 0
+		if n == len(p) {
+			return n, nil
+		}
+	}
+	return n, io.EOF
 }
 
 // Upload is a multipart upload in progress.
