@@ -57,6 +57,9 @@ type LoadConfig struct {
 	// OnAck, when set, sees every ACKed batch before it is released
 	// (concurrently).
 	OnAck func(arrow.RecordBatch)
+	// OnAckAt, when set, learns where every ACKed entry went: its shard
+	// and WAL position, rows and bytes (concurrently, right after the ACK).
+	OnAckAt func(shard int, position uint64, rows, bytes int64)
 }
 
 // LoadStatus is the running total of a Load.
@@ -202,8 +205,12 @@ func (l *loader) produce(ctx context.Context, p int) (ProducerResult, error) {
 		ids := IDRange{First: res.NextID, Last: res.NextID + int64(cfg.BatchRows) - 1}
 		res.NextID += int64(cfg.BatchRows)
 		cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
-		_, err := l.log.Append(cctx, cfg.Table, (p+i*cfg.Producers)%cfg.Info.Shards, b)
+		shard := (p + i*cfg.Producers) % cfg.Info.Shards
+		pos, err := l.log.Append(cctx, cfg.Table, shard, b)
 		cancel()
+		if err == nil && cfg.OnAckAt != nil {
+			cfg.OnAckAt(shard, pos, int64(cfg.BatchRows), size)
+		}
 		if err == nil && cfg.OnAck != nil {
 			cfg.OnAck(b)
 		}
