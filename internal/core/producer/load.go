@@ -54,6 +54,11 @@ type LoadConfig struct {
 	// StringBytes is the length of the generated strings (synth's default
 	// if 0).
 	StringBytes int
+	// ReuseValues, when > 0, has each producer generate the values of that
+	// many batches only and append them again in turn with fresh ids
+	// (synth.Generator.Reuse): generation then costs little beside the
+	// appends (benchmarks).
+	ReuseValues int
 	// OnAck, when set, sees every ACKed batch before it is released
 	// (concurrently).
 	OnAck func(arrow.RecordBatch)
@@ -187,6 +192,8 @@ func (l *loader) produce(ctx context.Context, p int) (ProducerResult, error) {
 	if cfg.StringBytes > 0 {
 		gen.StringBytes = cfg.StringBytes
 	}
+	gen.Reuse = cfg.ReuseValues
+	defer gen.Release()
 	limit := res.FirstID + cfg.IDSpan
 	consecutive := 0
 	for i := 0; !l.done(); i++ {
