@@ -47,8 +47,11 @@ type Result struct {
 	Unknown        int64 `json:"unknown_appends"`
 	EarlyEntries   int64 `json:"early_entries"`
 	UnackedVisible int64 `json:"unacked_visible"`
-	// Freshness of every visible entry: ACK to first observed visibility.
+	// Freshness of every ACKed entry: ACK to first observed visibility;
+	// for the Censored entries not visible by the end (not drained), their
+	// age then, so the percentiles are lower bounds.
 	Freshness Percentiles `json:"freshness"`
+	Censored  int64       `json:"freshness_censored"`
 	// Backlog over the producing part of the run.
 	Backlog BacklogSummary `json:"backlog"`
 	// Versions is how many table versions were observed; TableVersion and
@@ -72,7 +75,7 @@ type Result struct {
 // BacklogSummary describes the backlog (ACKed, not yet visible) over the
 // producing part of the run. MiddleMiB and EndMiB are its means over the
 // middle and the last third; it is Bounded when EndMiB ≤ MiddleMiB +
-// ToleranceMiB (two seconds of the target rate). SlopeMiBPerMin is the
+// ToleranceMiB (two seconds of the ACKed rate). SlopeMiBPerMin is the
 // least-squares slope over the last two thirds.
 type BacklogSummary struct {
 	MaxMiB         float64 `json:"max_mib"`
@@ -112,7 +115,7 @@ func (r *Result) setRates(t Totals) {
 func (r *Result) setTotals(t Totals) {
 	r.AckedEntries, r.AckedRows, r.AckedBytes = t.AckedEntries, t.AckedRows, t.AckedBytes
 	r.VisibleEntries, r.VisibleRows, r.VisibleBytes = t.VisibleEntries, t.VisibleRows, t.VisibleBytes
-	r.EarlyEntries, r.UnackedVisible, r.Freshness = t.Early, t.Unacked, t.Freshness
+	r.EarlyEntries, r.UnackedVisible, r.Freshness, r.Censored = t.Early, t.Unacked, t.Freshness, t.Censored
 }
 
 // setBacklog summarizes the backlog samples taken while producing.
@@ -125,7 +128,7 @@ func (r *Result) setBacklog() {
 		r.Backlog.MaxMiB = max(r.Backlog.MaxMiB, s.BacklogMiB)
 		r.Backlog.MaxEntries = max(r.Backlog.MaxEntries, s.BacklogEntries)
 	}
-	r.Backlog.ToleranceMiB = 2 * r.TargetMiBps
+	r.Backlog.ToleranceMiB = 2 * r.AckedMiBps
 	n := len(prod)
 	if n < 3 {
 		r.Backlog.Bounded = true // too short to tell growth from noise

@@ -194,15 +194,28 @@ type Totals struct {
 	// Early entries were shown before their ACK was recorded (freshness
 	// 0); Unacked positions were shown that no ACK named.
 	Early, Unacked int64
-	Freshness      Percentiles
+	// Freshness covers every ACKed entry: a visible one with its
+	// freshness, one not visible yet (Censored counts them) with its age,
+	// a lower bound of the freshness it will have.
+	Freshness Percentiles
+	Censored  int64
 }
 
-// Totals returns the counts and the freshness percentiles of every entry
-// visible so far.
-func (t *Tracker) Totals() Totals {
+// Totals returns the counts and the freshness percentiles at now.
+func (t *Tracker) Totals(now time.Time) Totals {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	fresh := slices.Clone(t.fresh)
+	var censored int64
+	for _, st := range t.shards {
+		for p := st.visible + 1; p <= uint64(len(st.acks)); p++ {
+			if a := st.acks[p-1]; a.seen {
+				fresh = append(fresh, max(now.Sub(a.at), 0))
+				censored++
+			}
+		}
+	}
 	return Totals{AckedEntries: t.ackedEntries, AckedRows: t.ackedRows, AckedBytes: t.ackedBytes,
 		VisibleEntries: t.visibleEntries, VisibleRows: t.visibleRows, VisibleBytes: t.visibleBytes,
-		Early: t.early, Unacked: t.unacked, Freshness: Summarize(slices.Clone(t.fresh))}
+		Early: t.early, Unacked: t.unacked, Freshness: Summarize(fresh), Censored: censored}
 }
