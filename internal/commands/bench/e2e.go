@@ -30,12 +30,15 @@ type E2EOptions struct {
 	// Rate is --rate as given: a rate (200MiB/s) or a share of dd (50%).
 	Rate   string
 	Config e2ebench.Config
+	// FindMax, when set, are the shares of dd that --find-max steps through.
+	FindMax []float64
 }
 
 // NewCmdE2E returns `bench e2e`.
 func NewCmdE2E(f *cmdutil.Factory, runF func(context.Context, *E2EOptions) error) *cobra.Command {
 	opts := &E2EOptions{out: out{ErrOut: f.IOStreams.ErrOut, Print: f.Print}, Out: f.IOStreams.Out}
 	var entry int64 = e2ebench.DefaultEntryBytes
+	var findMax []string
 	cmd := &cobra.Command{
 		Use:   "e2e [--duration 10m] [--rate 50%|200MiB/s]",
 		Short: "Sustained end-to-end throughput and freshness: producers at a target rate while a worker publishes",
@@ -54,10 +57,15 @@ from its ACK to its first visibility in a published version (the table's
 latest version is read every 100 ms; p50, p99, max); the backlog (ACKed bytes
 and entries not yet visible) every second, its slope and whether it stayed
 bounded (mean of the last third of the run no higher than the mean of the
-middle third plus two seconds of the target rate); the process's peak resident
+middle third plus two seconds of the ACKed rate); the process's peak resident
 set (VmHWM: producers, WAL, etcd and worker all in-process); and the ratio to
 dd measured right before and right after the run (the higher of the two). Once
 the producers stop, the run waits for the last entries to be published.
+
+With --find-max 25%,50%,75%,100% it steps the rate up through those shares of
+dd, one run of --duration each in a fresh scratch directory, and stops after
+the first whose backlog did not stay bounded or did not drain: one row per
+step, and the highest rate held on stderr (without the charts).
 
 Text output is a chart of freshness (the oldest entry made visible in each
 second; blank where none was) and of the backlog over time, then a summary;
@@ -70,7 +78,8 @@ EXIT STATUS
     failed.`,
 		Example: "  walctl bench e2e\n  walctl bench e2e --duration 1m --rate 50% --wal-generation-age 2s\n" +
 			"  walctl bench e2e --duration 2m --rate 200MiB/s --output json > e2e.json\n" +
-			"  walctl bench e2e --duration 10s --rate 4MiB/s --dd-mib 16 --keep",
+			"  walctl bench e2e --duration 10s --rate 4MiB/s --dd-mib 16 --keep\n" +
+			"  walctl bench e2e --find-max 25%,50%,75%,100% --duration 2m --wal-generation-age 2s",
 		Args: cmdutil.ExactArgs(0, "bench e2e takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := &opts.Config
@@ -79,6 +88,14 @@ EXIT STATUS
 				return err
 			}
 			c.Rate, c.RateOfDD, c.EntryBytes = rate, share, entry
+			opts.FindMax = nil
+			for _, step := range findMax {
+				r, share, err := parseRate(step)
+				if err != nil || r != 0 {
+					return cmdutil.FlagErrorf("--find-max %q: give shares of dd, e.g. 25%%,50%%,75%%", step)
+				}
+				opts.FindMax = append(opts.FindMax, share)
+			}
 			if c.Duration <= 0 || c.DDMiB <= 0 || c.Producers <= 0 || c.Shards <= 0 || c.EntryBytes <= 0 {
 				return cmdutil.FlagErrorf("--duration, --dd-mib, --producers, --shards and --entry-bytes must be positive")
 			}
@@ -105,6 +122,7 @@ EXIT STATUS
 	cmd.Flags().IntVar(&opts.Config.Shards, "shards", e2ebench.DefaultShards, "shards of the benchmark table")
 	cmd.Flags().Var(&cmdutil.ByteSize{V: &entry}, "entry-bytes", "bytes per appended record batch (WAL entry)")
 	cmd.Flags().BoolVar(&opts.Config.Keep, "keep", false, "keep the scratch directory (etcd, WAL, tables)")
+	cmd.Flags().StringSliceVar(&findMax, "find-max", nil, "step through these shares of dd (e.g. 25%,50%,75%,100%), one run of --duration each, up to the first whose backlog grows")
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.PublicationKeys...)
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.KeyWorkerPoll)
@@ -135,6 +153,9 @@ func e2eRun(ctx context.Context, opts *E2EOptions) error {
 	if c.Dir == "" {
 		c.Dir = filepath.Join(opts.DataDir, "bench")
 	}
+	if len(opts.FindMax) > 0 {
+		return findMaxRun(ctx, opts, c)
+	}
 	res, err := e2ebench.Run(ctx, c)
 	if err != nil {
 		return err
@@ -149,6 +170,27 @@ func e2eRun(ctx context.Context, opts *E2EOptions) error {
 		}
 	}
 	return opts.Print(res, func() *render.Table { return e2eTable(res) })
+}
+
+// findMaxRun steps the rate up and prints one row per step.
+func findMaxRun(ctx context.Context, opts *E2EOptions, c e2ebench.Config) error {
+	res, err := e2ebench.FindMax(ctx, c, opts.FindMax)
+	if err != nil {
+		return err
+	}
+	if res.Highest != nil {
+		fmt.Fprintf(opts.ErrOut, "highest rate held: %.0f%% of dd, %.1f MiB/s ACKed\n", res.Highest.Share*100, res.Highest.AckedMiBps)
+	} else {
+		fmt.Fprintln(opts.ErrOut, "no step held: the backlog grew (or did not drain) at the lowest rate")
+	}
+	return opts.Print(res, func() *render.Table {
+		t := render.NewTable("share of dd", "target MiB/s", "ACKed MiB/s", "published MiB/s", "p99 freshness", "max freshness", "backlog slope", "held")
+		for _, s := range res.Steps {
+			t.Add(fmt.Sprintf("%.0f%%", s.Share*100), fmt.Sprintf("%.1f", s.TargetMiBps), fmt.Sprintf("%.1f", s.AckedMiBps), fmt.Sprintf("%.1f", s.PublishedMiBps),
+				fmt.Sprintf("%.2fs", s.Freshness.P99), fmt.Sprintf("%.2fs", s.Freshness.Max), fmt.Sprintf("%+.1f MiB/min", s.Backlog.SlopeMiBPerMin), fmt.Sprint(s.Held))
+		}
+		return t
+	})
 }
 
 // e2eCharts draws freshness and backlog over time.

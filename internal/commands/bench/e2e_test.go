@@ -41,7 +41,10 @@ func TestBenchE2EFlags(t *testing.T) {
 	if o, err = parseE2E(t, []string{"--rate", "25%"}); err != nil || o.Config.RateOfDD != 0.25 || o.Config.Rate != 0 {
 		t.Fatalf("--rate 25%%: %+v %v", o, err)
 	}
-	for _, bad := range [][]string{{"--rate", "fast"}, {"--rate", "0%"}, {"--rate", "-5%"}, {"--rate", "0"}, {"--duration", "0s"},
+	if o, err = parseE2E(t, []string{"--find-max", "25%,50%", "--duration", "1m"}); err != nil || len(o.FindMax) != 2 || o.FindMax[1] != 0.5 {
+		t.Fatalf("--find-max: %+v %v", o, err)
+	}
+	for _, bad := range [][]string{{"--find-max", "100MiB/s"}, {"--find-max", "x"}, {"--rate", "fast"}, {"--rate", "0%"}, {"--rate", "-5%"}, {"--rate", "0"}, {"--duration", "0s"},
 		{"--producers", "0"}, {"--wal-generation-age", "0s"}} {
 		if _, err := parseE2E(t, bad); !cmdutil.IsFlagError(err) {
 			t.Fatalf("%v: %v, want a flag error", bad, err)
