@@ -32,6 +32,8 @@ type E2EOptions struct {
 	Config e2ebench.Config
 	// FindMax, when set, are the shares of dd that --find-max steps through.
 	FindMax []float64
+	// CPUProfile, when set, is where the CPU profile of the whole run goes.
+	CPUProfile string
 }
 
 // NewCmdE2E returns `bench e2e`.
@@ -70,7 +72,8 @@ step, and the highest rate held on stderr (without the charts).
 Text output is a chart of freshness (the oldest entry made visible in each
 second; blank where none was) and of the backlog over time, then a summary;
 --output json gives the summary and the series, one sample per second.
-Progress goes to stderr. Figures are recorded, never asserted.
+Progress goes to stderr. Figures are recorded, never asserted. --cpuprofile
+FILE writes a CPU profile of the whole run (read it with go tool pprof).
 
 EXIT STATUS
   0 measured (also when the backlog grew or did not drain: see "drained"
@@ -122,6 +125,7 @@ EXIT STATUS
 	cmd.Flags().IntVar(&opts.Config.Shards, "shards", e2ebench.DefaultShards, "shards of the benchmark table")
 	cmd.Flags().Var(&cmdutil.ByteSize{V: &entry}, "entry-bytes", "bytes per appended record batch (WAL entry)")
 	cmd.Flags().BoolVar(&opts.Config.Keep, "keep", false, "keep the scratch directory (etcd, WAL, tables)")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run (producers, WAL, worker: one process) to FILE")
 	cmd.Flags().StringSliceVar(&findMax, "find-max", nil, "step through these shares of dd (e.g. 25%,50%,75%,100%), one run of --duration each, up to the first whose backlog grows")
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.PublicationKeys...)
@@ -152,6 +156,13 @@ func e2eRun(ctx context.Context, opts *E2EOptions) error {
 	c.Dir = opts.Dir
 	if c.Dir == "" {
 		c.Dir = filepath.Join(opts.DataDir, "bench")
+	}
+	if opts.CPUProfile != "" {
+		stop, err := cpuProfile(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if len(opts.FindMax) > 0 {
 		return findMaxRun(ctx, opts, c)

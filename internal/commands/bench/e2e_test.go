@@ -29,13 +29,13 @@ func TestBenchE2EFlags(t *testing.T) {
 		t.Fatalf("defaults: %+v", c)
 	}
 	o, err = parseE2E(t, []string{"--duration", "2m", "--rate", "200MiB/s", "--wal-generation-age", "2s", "--entry-bytes", "256KiB",
-		"--producers", "8", "--shards", "2", "--dd-mib", "64", "--poll-interval", "100ms", "--keep", "--dir", "/scratch"})
+		"--producers", "8", "--shards", "2", "--dd-mib", "64", "--poll-interval", "100ms", "--keep", "--dir", "/scratch", "--cpuprofile", "/tmp/e2e.pprof"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c = o.Config
 	if c.Duration != 2*time.Minute || c.Rate != 200<<20 || c.RateOfDD != 0 || c.Engine.MaxGenerationAge != 2*time.Second || c.EntryBytes != 256<<10 ||
-		c.Producers != 8 || c.Shards != 2 || c.DDMiB != 64 || c.Worker.PollInterval != 100*time.Millisecond || !c.Keep || o.Dir != "/scratch" {
+		c.Producers != 8 || c.Shards != 2 || c.DDMiB != 64 || c.Worker.PollInterval != 100*time.Millisecond || !c.Keep || o.Dir != "/scratch" || o.CPUProfile != "/tmp/e2e.pprof" {
 		t.Fatalf("flags: %+v", c)
 	}
 	if o, err = parseE2E(t, []string{"--rate", "25%"}); err != nil || o.Config.RateOfDD != 0.25 || o.Config.Rate != 0 {

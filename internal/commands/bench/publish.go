@@ -218,7 +218,13 @@ func startCPUProfile(opts *PublishOptions) (stop func() error, err error) {
 	if opts.Streamed {
 		mode = "streamed"
 	}
-	f, err := os.Create(opts.CPUProfile + "." + mode)
+	return cpuProfile(opts.CPUProfile + "." + mode)
+}
+
+// cpuProfile starts a CPU profile of this process into path; stop writes
+// it out.
+func cpuProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("--cpuprofile: %w: %w", errs.ErrInvalid, err)
 	}
