@@ -23,7 +23,7 @@ func NewCmdBench(f *cmdutil.Factory) *cobra.Command {
 		Use:   "bench <command>",
 		Short: "Measure WAL, Lance and publication throughput against this machine's disk",
 	}
-	cmd.AddCommand(NewCmdWAL(f, nil), NewCmdLance(f, nil), NewCmdPublish(f, nil))
+	cmd.AddCommand(NewCmdWAL(f, nil), NewCmdLance(f, nil), NewCmdPublish(f, nil), NewCmdE2E(f, nil))
 	return cmd
 }
 

@@ -54,6 +54,25 @@ func (f *Factory) Publisher(ctx context.Context, owner coord.Owner, claimOpts ..
 	return f.PublisherWith(ctx, owner, nil, claimOpts...)
 }
 
+// PublicationConfig is the configured shape of publication for owner:
+// plan limits, a memory budget and fetch permits of its own, the
+// preparation mode, claimOpts and the logger; no Lance root.
+func (f *Factory) PublicationConfig(owner coord.Owner, claimOpts ...coord.AcquireOption) publish.Config {
+	return publish.Config{
+		Limits: publish.Limits{
+			MaxBytes:       f.Config.Int64(KeyPlanMaxBytes),
+			MaxGenerations: f.Config.Int(KeyPlanMaxGenerations),
+			FileBytes:      f.Config.Int64(KeyFileBytes),
+		},
+		Budget:              budget.New(f.Config.Int64(KeyMemoryBudget)),
+		Permits:             budget.NewPermits(budget.DefaultPermits),
+		PipelinePreparation: f.Config.Bool(KeyPipeline),
+		Owner:               owner,
+		ClaimOptions:        claimOpts,
+		Logger:              f.Logger,
+	}
+}
+
 // PublisherWith is Publisher with the configuration adjusted by adjust
 // (when not nil) before the publisher is built: catch-up sets its batch
 // limits, merge budget and commit guard there.
@@ -77,21 +96,8 @@ func (f *Factory) PublisherWith(ctx context.Context, owner coord.Owner, adjust f
 	if err != nil {
 		return nil, err
 	}
-	cfg := publish.Config{
-		LanceRoot: f.Config.Global.LanceRoot,
-		Store:     store,
-		Limits: publish.Limits{
-			MaxBytes:       f.Config.Int64(KeyPlanMaxBytes),
-			MaxGenerations: f.Config.Int(KeyPlanMaxGenerations),
-			FileBytes:      f.Config.Int64(KeyFileBytes),
-		},
-		Budget:              budget.New(f.Config.Int64(KeyMemoryBudget)),
-		Permits:             budget.NewPermits(budget.DefaultPermits),
-		PipelinePreparation: f.Config.Bool(KeyPipeline),
-		Owner:               owner,
-		ClaimOptions:        claimOpts,
-		Logger:              f.Logger,
-	}
+	cfg := f.PublicationConfig(owner, claimOpts...)
+	cfg.LanceRoot, cfg.Store = f.Config.Global.LanceRoot, store
 	if adjust != nil {
 		adjust(&cfg)
 	}

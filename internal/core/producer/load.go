@@ -54,9 +54,17 @@ type LoadConfig struct {
 	// StringBytes is the length of the generated strings (synth's default
 	// if 0).
 	StringBytes int
+	// ReuseValues, when > 0, has each producer generate the values of that
+	// many batches only and append them again in turn with fresh ids
+	// (synth.Generator.Reuse): generation then costs little beside the
+	// appends (benchmarks).
+	ReuseValues int
 	// OnAck, when set, sees every ACKed batch before it is released
 	// (concurrently).
 	OnAck func(arrow.RecordBatch)
+	// OnAckAt, when set, learns where every ACKed entry went: its shard
+	// and WAL position, rows and bytes (concurrently, right after the ACK).
+	OnAckAt func(shard int, position uint64, rows, bytes int64)
 }
 
 // LoadStatus is the running total of a Load.
@@ -184,6 +192,8 @@ func (l *loader) produce(ctx context.Context, p int) (ProducerResult, error) {
 	if cfg.StringBytes > 0 {
 		gen.StringBytes = cfg.StringBytes
 	}
+	gen.Reuse = cfg.ReuseValues
+	defer gen.Release()
 	limit := res.FirstID + cfg.IDSpan
 	consecutive := 0
 	for i := 0; !l.done(); i++ {
@@ -202,8 +212,12 @@ func (l *loader) produce(ctx context.Context, p int) (ProducerResult, error) {
 		ids := IDRange{First: res.NextID, Last: res.NextID + int64(cfg.BatchRows) - 1}
 		res.NextID += int64(cfg.BatchRows)
 		cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
-		_, err := l.log.Append(cctx, cfg.Table, (p+i*cfg.Producers)%cfg.Info.Shards, b)
+		shard := (p + i*cfg.Producers) % cfg.Info.Shards
+		pos, err := l.log.Append(cctx, cfg.Table, shard, b)
 		cancel()
+		if err == nil && cfg.OnAckAt != nil {
+			cfg.OnAckAt(shard, pos, int64(cfg.BatchRows), size)
+		}
 		if err == nil && cfg.OnAck != nil {
 			cfg.OnAck(b)
 		}

@@ -96,7 +96,7 @@ func MakeBacklog(ctx context.Context, log wal.Log, opts BacklogOptions) (Backlog
 	if err != nil {
 		return Backlog{}, err
 	}
-	rows, err := entryRows(info.Schema, opts)
+	rows, err := EntryRows(info.Schema, opts.EntryBytes, opts.Seed, opts.StringBytes)
 	if err != nil {
 		return Backlog{}, err
 	}
@@ -127,20 +127,21 @@ func MakeBacklog(ctx context.Context, log wal.Log, opts BacklogOptions) (Backlog
 	return bl, nil
 }
 
-// entryRows is how many rows of the schema's synthetic records make an
-// entry of about opts.EntryBytes.
-func entryRows(schema *arrow.Schema, opts BacklogOptions) (int, error) {
-	probe, err := synth.New(schema, opts.Seed)
+// EntryRows is how many rows of the schema's synthetic records (package
+// synth, with seed and stringBytes as producer.Load makes them) make an
+// entry of about entryBytes.
+func EntryRows(schema *arrow.Schema, entryBytes int64, seed uint64, stringBytes int) (int, error) {
+	probe, err := synth.New(schema, seed)
 	if err != nil {
 		return 0, err
 	}
-	if opts.StringBytes > 0 {
-		probe.StringBytes = opts.StringBytes
+	if stringBytes > 0 {
+		probe.StringBytes = stringBytes
 	}
 	sample := probe.Batch(1024)
 	defer sample.Release()
 	rowBytes := max(publish.RecordBytes(sample)/1024, 1)
-	return int(max(opts.EntryBytes/rowBytes, 1)), nil
+	return int(max(entryBytes/rowBytes, 1)), nil
 }
 
 // Child is a finished child process: its stdout, wall time and peak

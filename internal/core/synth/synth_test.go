@@ -44,3 +44,34 @@ func TestEveryTypeAndUniqueIDs(t *testing.T) {
 		t.Fatalf("nullable fields got no nulls")
 	}
 }
+
+// With Reuse, batches after the first Reuse share their values in turn,
+// with fresh, still sequential ids; a new size generates anew.
+func TestReuseKeepsIDsUnique(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "body", Type: arrow.BinaryTypes.String}}, nil)
+	g, err := New(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Reuse = 2
+	defer g.Release()
+	var bs []arrow.RecordBatch
+	for i := 0; i < 5; i++ {
+		bs = append(bs, g.Batch(10))
+		defer bs[i].Release()
+	}
+	for i, b := range bs {
+		if ids := b.Column(0).(*array.Int64); ids.Len() != 10 || ids.Value(0) != int64(10*i+1) || ids.Value(9) != int64(10*i+10) {
+			t.Fatalf("batch %d ids %v", i, ids)
+		}
+	}
+	body := func(b arrow.RecordBatch) string { return b.Column(1).(*array.String).Value(3) }
+	if body(bs[2]) != body(bs[0]) || body(bs[3]) != body(bs[1]) || body(bs[4]) != body(bs[0]) || body(bs[0]) == body(bs[1]) {
+		t.Fatalf("values not reused in turn: %q %q %q %q %q", body(bs[0]), body(bs[1]), body(bs[2]), body(bs[3]), body(bs[4]))
+	}
+	if c := g.Batch(7); c.NumRows() != 7 || c.Column(0).(*array.Int64).Value(0) != 51 {
+		t.Fatalf("a new size: %d rows, first id %d", c.NumRows(), c.Column(0).(*array.Int64).Value(0))
+	} else {
+		c.Release()
+	}
+}

@@ -258,8 +258,8 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 	r := RunResult{Producers: producers, Appends: int64(len(lat)), Bytes: st.Shards[0].Bytes - warm, Seconds: secs}
 	r.MiBps = float64(r.Bytes) / (1 << 20) / secs
 	slices.Sort(lat)
-	r.P50Ms = ms(percentile(lat, 0.50))
-	r.P99Ms = ms(percentile(lat, 0.99))
+	r.P50Ms = ms(Percentile(lat, 0.50))
+	r.P99Ms = ms(Percentile(lat, 0.99))
 	return r, nil
 }
 
@@ -283,7 +283,9 @@ func warmUp(ctx context.Context, e *wal.Engine, recs []arrow.RecordBatch) (int64
 	return st.Shards[0].Bytes, nil
 }
 
-func percentile(s []time.Duration, q float64) time.Duration {
+// Percentile is the q-quantile (0 < q <= 1) of sorted durations: the
+// value at index ⌊q·n⌋ (the last for q = 1), 0 for none.
+func Percentile(s []time.Duration, q float64) time.Duration {
 	if len(s) == 0 {
 		return 0
 	}
@@ -301,7 +303,7 @@ func Schema() *arrow.Schema { return schema }
 
 // Latencies turns sorted ACK latencies into p50 and p99 milliseconds.
 func Latencies(sorted []time.Duration) (p50, p99 float64) {
-	return ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.99))
+	return ms(Percentile(sorted, 0.50)), ms(Percentile(sorted, 0.99))
 }
 
 // Drive runs one producer per batch in recs, each appending its batch with
