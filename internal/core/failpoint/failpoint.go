@@ -57,6 +57,10 @@ const (
 	// BeforeControllerWrite: a catch-up leader has checked its term locally
 	// and is about to send a write guarded by its election key.
 	BeforeControllerWrite = "before-controller-write"
+	// S3AfterPart: an S3 writer has collected the answer to part N of its
+	// multipart upload (the argument is N); the upload is not completed
+	// yet. A writer or a store killed here leaves the upload open.
+	S3AfterPart = "s3-after-part"
 )
 
 // ErrInjected is returned by an "error" action.

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/walctl/walctl/internal/core/failpoint"
 )
 
 // s3Reader reads ranges of one object. It pins the object's ETag so a
@@ -216,7 +218,7 @@ func (w *s3Writer) waitOldest() error {
 		return r.err
 	}
 	w.parts = append(w.parts, r.part)
-	return nil
+	return failpoint.Inject(w.ctx, failpoint.S3AfterPart, int(aws.ToInt32(r.part.PartNumber)))
 }
 
 // waitAll collects every part in flight and returns the first error.

@@ -3,11 +3,13 @@ package objstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 
+	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/testutil/s3server"
 )
@@ -68,6 +70,46 @@ func TestS3WriterSinglePutWithinItsBuffers(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
+		}
+	}
+}
+
+// The s3-after-part failpoint fires in a multipart upload once part N is
+// answered, never for an object sent by one PutObject; a writer failing
+// there aborts its upload on Commit, leaving no upload and no object.
+func TestS3WriterFailpointAfterPart(t *testing.T) {
+	defer failpoint.Reset()
+	if err := failpoint.Enable(failpoint.S3AfterPart+"=error@1", ""); err != nil {
+		t.Fatal(err)
+	}
+	srv := s3server.Start(t, s3server.Options{})
+	ctx := context.Background()
+	s := newS3(t, srv, "lake", func(o *objstore.S3Options) { o.PartSize = objstore.MinPartSize })
+	fits := 2 * objstore.MinPartSize
+	for _, tc := range []struct {
+		n         int
+		multipart bool
+	}{{fits - 1, false}, {fits + objstore.MinPartSize + 1, true}} {
+		w, err := s.Create(ctx, "data/f.lance")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, werr := w.Write(pattern(tc.n))
+		err = errors.Join(werr, w.Commit())
+		if errors.Is(err, failpoint.ErrInjected) != tc.multipart {
+			t.Fatalf("%d bytes: Write and Commit: %v; want the injected error: %v", tc.n, err, tc.multipart)
+		}
+		if ups, err := s.Uploads(ctx, "data"); err != nil || len(ups) != 0 {
+			t.Fatalf("%d bytes: uploads left: %+v, %v", tc.n, ups, err)
+		}
+		_, err = s.Stat(ctx, "data/f.lance")
+		if exists := err == nil; exists == tc.multipart {
+			t.Fatalf("%d bytes: object exists %v (%v)", tc.n, exists, err)
+		}
+		if err == nil {
+			if err := s.Delete(ctx, "data/f.lance"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
