@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
+	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/testutil/s3server"
 )
 
@@ -35,11 +37,12 @@ func TestTwoWorkersRaceOnOneBucketTable(t *testing.T) {
 }
 
 // The S3 server is SIGKILLed while a publisher is between the uploads of a
-// plan's files, and while it commits (its manifest staged, the conditional
-// PUT not yet sent; and the PUT answered, its outcome not yet confirmed).
-// The publisher fails; the server restarts on its directory; the next
-// publish resolves what happened by re-reading and finishes: no record is
-// lost or duplicated.
+// plan's files, inside the multipart upload of a file larger than the S3
+// writer's part buffers (a part sent, the upload not completed), and while
+// it commits (its manifest staged, the conditional PUT not yet sent; and
+// the PUT answered, its outcome not yet confirmed). The publisher fails;
+// the server restarts on its directory; the next publish resolves what
+// happened by re-reading and finishes: no record is lost or duplicated.
 func TestS3ServerKilledMidUploadAndMidCommit(t *testing.T) {
 	c, srv := newS3Cluster(t)
 	// A fresh table: version 1 is its creation, 2 the fence, 3 the data
@@ -56,17 +59,67 @@ func TestS3ServerKilledMidUploadAndMidCommit(t *testing.T) {
 			for i := 0; i < 4; i++ {
 				p.generation(2, 50)
 			}
-			pub := c.walctl("publish-"+tc.table, fp(tc.spec), "publish", "--table", tc.table)
-			pub.WaitPaused(tc.point)
-			srv.Kill()
-			pub.Resume(tc.point)
-			if r := pub.Wait(); r.Code == 0 {
-				t.Fatalf("publish went on with the S3 server dead: %s", r)
-			}
-			srv.Restart()
+			killS3While(c, srv, tc.table, tc.point, tc.spec)
 			expect(t, "publish after the restart", c.run("publish-again-"+tc.table, nil, "publish", "--table", tc.table), exitOK)
 			p.exactlyOnce()
 			p.allColumnsMatch()
 		})
 	}
+	// The dead attempt's multipart upload outlives the server's restart;
+	// the next publisher aborts it once its fence is in place (nothing
+	// else would: the store keeps and bills its parts).
+	t.Run("mid_multipart_upload", func(t *testing.T) {
+		c := c.forT(t)
+		const table = "mid_multipart_upload"
+		c.createTable(table)
+		p := c.producer(table, 53)
+		// One sealed generation of about 22 MiB, so one data file larger
+		// than the two 8 MiB part buffers: a multipart upload.
+		p.p.Gen.StringBytes = 4 << 10
+		p.append(0, 30, 200)
+		p.seal(0)
+		killS3While(c, srv, table, failpoint.S3AfterPart, failpoint.S3AfterPart+"=pause@1")
+		store := tableStore(c, srv, table)
+		ups, err := store.Uploads(c.ctx, "data")
+		if err != nil || len(ups) != 1 {
+			t.Fatalf("the dead attempt's multipart upload after the restart: %+v, %v", ups, err)
+		}
+		r := c.run("publish-again-"+table, nil, "publish", "--table", table)
+		expect(t, "publish after the restart", r, exitOK)
+		if !strings.Contains(r.Stderr, "aborted an abandoned upload") || !strings.Contains(r.Stderr, ups[0].Key) {
+			t.Fatalf("the next publisher did not say it aborted %s:\n%s", ups[0].Key, r.Stderr)
+		}
+		if ups, err := store.Uploads(c.ctx, ""); err != nil || len(ups) != 0 {
+			t.Fatalf("multipart uploads left under the table after the next publish: %+v, %v", ups, err)
+		}
+		p.exactlyOnce()
+		p.allColumnsMatch()
+	})
+}
+
+// killS3While starts a publish of table paused at failpoint point (spec
+// enables it), SIGKILLs the S3 server there, lets the publisher go on and
+// checks it fails, then restarts the server on its directory.
+func killS3While(c *cluster, srv *s3server.Server, table, point, spec string) {
+	c.t.Helper()
+	pub := c.walctl("publish-"+table, fp(spec), "publish", "--table", table)
+	pub.WaitPaused(point)
+	srv.Kill()
+	pub.Resume(point)
+	if r := pub.Wait(); r.Code == 0 {
+		c.t.Fatalf("publish went on with the S3 server dead: %s", r)
+	}
+	srv.Restart()
+}
+
+// tableStore is table's Lance dataset in the bucket, as a store.
+func tableStore(c *cluster, srv *s3server.Server, table string) *objstore.S3 {
+	c.t.Helper()
+	s, err := objstore.NewS3(c.ctx, srv.Bucket, "lake/"+table+".lance", objstore.S3Options{
+		Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return s
 }
