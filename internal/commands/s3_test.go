@@ -49,7 +49,9 @@ func TestQuickstartOnS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(make([]byte, objstore.DefaultPartSize+1)); err != nil {
+	// More than its part buffers hold: an object within them would go as
+	// one PutObject at Commit and leave no upload behind.
+	if _, err := w.Write(make([]byte, objstore.DefaultPartBuffers*objstore.DefaultPartSize+1)); err != nil {
 		t.Fatal(err)
 	}
 	if ups, err := dead.Uploads(context.Background(), "data"); err != nil || len(ups) != 1 {

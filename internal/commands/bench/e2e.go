@@ -86,18 +86,9 @@ EXIT STATUS
 		Args: cmdutil.ExactArgs(0, "bench e2e takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := &opts.Config
-			rate, share, err := parseRate(opts.Rate)
-			if err != nil {
+			c.EntryBytes = entry
+			if err := opts.parseRates(findMax); err != nil {
 				return err
-			}
-			c.Rate, c.RateOfDD, c.EntryBytes = rate, share, entry
-			opts.FindMax = nil
-			for _, step := range findMax {
-				r, share, err := parseRate(step)
-				if err != nil || r != 0 {
-					return cmdutil.FlagErrorf("--find-max %q: give shares of dd, e.g. 25%%,50%%,75%%", step)
-				}
-				opts.FindMax = append(opts.FindMax, share)
 			}
 			if c.Duration <= 0 || c.DDMiB <= 0 || c.Producers <= 0 || c.Shards <= 0 || c.EntryBytes <= 0 {
 				return cmdutil.FlagErrorf("--duration, --dd-mib, --producers, --shards and --entry-bytes must be positive")
@@ -117,20 +108,44 @@ EXIT STATUS
 			return e2eRun(cmd.Context(), opts)
 		},
 	}
+	addE2EFlags(cmd, opts, &entry, &findMax)
+	return cmd
+}
+
+// addE2EFlags registers bench e2e's flags into opts, entry and findMax.
+func addE2EFlags(cmd *cobra.Command, opts *E2EOptions, entry *int64, findMax *[]string) {
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "scratch directory on the disk to measure (default <data-dir>/bench)")
 	cmd.Flags().DurationVar(&opts.Config.Duration, "duration", e2ebench.DefaultDuration, "how long the producers append")
 	cmd.Flags().StringVar(&opts.Rate, "rate", "50%", "target ingest rate: bytes per second (200MiB/s) or a share of dd (50%)")
 	cmd.Flags().IntVar(&opts.Config.DDMiB, "dd-mib", e2ebench.DefaultDDMiB, "MiB written by each dd measurement")
 	cmd.Flags().IntVar(&opts.Config.Producers, "producers", e2ebench.DefaultProducers, "concurrent producers")
 	cmd.Flags().IntVar(&opts.Config.Shards, "shards", e2ebench.DefaultShards, "shards of the benchmark table")
-	cmd.Flags().Var(&cmdutil.ByteSize{V: &entry}, "entry-bytes", "bytes per appended record batch (WAL entry)")
+	cmd.Flags().Var(&cmdutil.ByteSize{V: entry}, "entry-bytes", "bytes per appended record batch (WAL entry)")
 	cmd.Flags().BoolVar(&opts.Config.Keep, "keep", false, "keep the scratch directory (etcd, WAL, tables)")
 	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run (producers, WAL, worker: one process) to FILE")
-	cmd.Flags().StringSliceVar(&findMax, "find-max", nil, "step through these shares of dd (e.g. 25%,50%,75%,100%), one run of --duration each, up to the first whose backlog grows")
+	cmd.Flags().StringSliceVar(findMax, "find-max", nil, "step through these shares of dd (e.g. 25%,50%,75%,100%), one run of --duration each, up to the first whose backlog grows")
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.PublicationKeys...)
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.KeyWorkerPoll)
-	return cmd
+}
+
+// parseRates sets the run's rate (bytes per second or a share of dd) from
+// --rate and the --find-max steps (shares of dd only).
+func (opts *E2EOptions) parseRates(findMax []string) error {
+	rate, share, err := parseRate(opts.Rate)
+	if err != nil {
+		return err
+	}
+	opts.Config.Rate, opts.Config.RateOfDD = rate, share
+	opts.FindMax = nil
+	for _, step := range findMax {
+		r, share, err := parseRate(step)
+		if err != nil || r != 0 {
+			return cmdutil.FlagErrorf("--find-max %q: give shares of dd, e.g. 25%%,50%%,75%%", step)
+		}
+		opts.FindMax = append(opts.FindMax, share)
+	}
+	return nil
 }
 
 // parseRate reads --rate: "50%" is a share of dd (0.5), anything else a

@@ -264,36 +264,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stopWatch := m.watch(ctx)
 	defer stopWatch()
 
-	fmt.Fprintf(cfg.Log, "appending at %.1f MiB/s for %s (%d producers, %d shards, generation age %s) while a worker publishes…\n",
-		res.TargetMiBps, cfg.Duration, cfg.Producers, cfg.Shards, cfg.Engine.MaxGenerationAge)
-	prodCtx, cancel := context.WithCancel(ctx)
-	timer := cfg.Clock.NewTimer(cfg.Duration)
-	go func() {
-		select {
-		case <-timer.C():
-			cancel()
-		case <-prodCtx.Done():
-		}
-	}()
-	start := cfg.Clock.Now()
-	results, lerr := producer.Load(prodCtx, st.log, producer.LoadConfig{
-		Table: Table, Info: info, Producers: cfg.Producers, BatchRows: rows, BytesPerSecond: rate,
-		Seed: 1, FirstID: 1, Clock: cfg.Clock, ReuseValues: reuseValues,
-		OnAckAt: func(shard int, pos uint64, rows, bytes int64) {
-			m.tracker.Acked(shard, pos, rows, bytes, cfg.Clock.Now())
-		},
-	})
-	timer.Stop()
-	cancel()
-	res.ProduceSeconds = cfg.Clock.Since(start).Seconds()
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("benchmark: %w: %w", err, errs.ErrUnavailable)
-	}
-	if lerr != nil {
-		return res, lerr
-	}
-	for _, r := range results {
-		res.Unknown += int64(len(r.Unknown))
+	if err := m.produce(ctx, st, info, rows, rate, &res); err != nil {
+		return res, err
 	}
 	atEnd := m.tracker.Totals(cfg.Clock.Now())
 	res.setRates(atEnd)
@@ -324,6 +296,44 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.setDD()
 	return res, nil
+}
+
+// produce runs the producers at rate for cfg.Duration, recording each ACK
+// in the tracker and the producing time and unknown outcomes in res.
+func (m *measurement) produce(ctx context.Context, st *stack, info wal.TableInfo, rows int, rate float64, res *Result) error {
+	cfg := m.cfg
+	fmt.Fprintf(cfg.Log, "appending at %.1f MiB/s for %s (%d producers, %d shards, generation age %s) while a worker publishes…\n",
+		res.TargetMiBps, cfg.Duration, cfg.Producers, cfg.Shards, cfg.Engine.MaxGenerationAge)
+	prodCtx, cancel := context.WithCancel(ctx)
+	timer := cfg.Clock.NewTimer(cfg.Duration)
+	go func() {
+		select {
+		case <-timer.C():
+			cancel()
+		case <-prodCtx.Done():
+		}
+	}()
+	start := cfg.Clock.Now()
+	results, lerr := producer.Load(prodCtx, st.log, producer.LoadConfig{
+		Table: Table, Info: info, Producers: cfg.Producers, BatchRows: rows, BytesPerSecond: rate,
+		Seed: 1, FirstID: 1, Clock: cfg.Clock, ReuseValues: reuseValues,
+		OnAckAt: func(shard int, pos uint64, rows, bytes int64) {
+			m.tracker.Acked(shard, pos, rows, bytes, cfg.Clock.Now())
+		},
+	})
+	timer.Stop()
+	cancel()
+	res.ProduceSeconds = cfg.Clock.Since(start).Seconds()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("benchmark: %w: %w", err, errs.ErrUnavailable)
+	}
+	if lerr != nil {
+		return lerr
+	}
+	for _, r := range results {
+		res.Unknown += int64(len(r.Unknown))
+	}
+	return nil
 }
 
 // measurement is the running part of Run: the worker, the observer and the

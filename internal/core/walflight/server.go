@@ -188,19 +188,7 @@ func (s *service) action(ctx context.Context, typ string, body []byte) (any, err
 	}
 	switch typ {
 	case ActionCreateTable:
-		var r createTableReq
-		if err := decodeStrict(body, &r); err != nil {
-			return nil, err
-		}
-		schema, err := wal.DecodeSchema(r.Schema)
-		if err != nil {
-			return nil, err
-		}
-		info, err := s.log.CreateTable(ctx, r.Name, schema, r.Shards)
-		if err != nil {
-			return nil, err
-		}
-		return toWire(info)
+		return s.createTable(ctx, body)
 	case ActionTable:
 		var r tableReq
 		if err := decodeStrict(body, &r); err != nil {
@@ -253,6 +241,22 @@ func (s *service) action(ctx context.Context, typ string, body []byte) (any, err
 		return s.log.Stats(ctx, r.Table, r.Watermarks)
 	}
 	return nil, fmt.Errorf("unknown action %q: %w", typ, errs.ErrInvalid)
+}
+
+func (s *service) createTable(ctx context.Context, body []byte) (any, error) {
+	var r createTableReq
+	if err := decodeStrict(body, &r); err != nil {
+		return nil, err
+	}
+	schema, err := wal.DecodeSchema(r.Schema)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.log.CreateTable(ctx, r.Name, schema, r.Shards)
+	if err != nil {
+		return nil, err
+	}
+	return toWire(info)
 }
 
 func (s *service) tables(ctx context.Context, body []byte) (any, error) {

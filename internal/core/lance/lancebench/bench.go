@@ -162,12 +162,8 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 		return nil, fmt.Errorf("bench config %+v: %w", cfg, errs.ErrInvalid)
 	}
 	res := &Result{Config: cfg}
-	if cfg.DDMiB > 0 {
-		dd, err := walbench.DD(ctx, dir, cfg.DDMiB)
-		if err != nil {
-			return nil, err
-		}
-		res.DD = append(res.DD, dd)
+	if err := res.measureDD(ctx, dir); err != nil {
+		return nil, err
 	}
 	sides := make([]*walctlSide, 0, 2)
 	for _, v := range []struct {
@@ -203,12 +199,10 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 			return nil, err
 		}
 	}
-	if cfg.DDMiB > 0 {
-		dd, err := walbench.DD(ctx, dir, cfg.DDMiB)
-		if err != nil {
-			return nil, err
-		}
-		res.DD = append(res.DD, dd)
+	if err := res.measureDD(ctx, dir); err != nil {
+		return nil, err
+	}
+	if len(res.DD) == 2 {
 		res.DDMiBps = walbench.Around(res.DD, 0)
 	}
 	for _, side := range sides {
@@ -231,6 +225,30 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 	}
 	res.Official = Side{Seconds: off.Seconds, Rows: off.Rows, DataBytes: off.DataBytes}
 	mib := float64(res.LogicalBytes) / (1 << 20)
+	res.rates(mib)
+	res.SpeedRatio = res.Walctl.MiBPerSec / res.Official.MiBPerSec
+	res.SpeedRatio21 = res.Walctl21.MiBPerSec / res.Official.MiBPerSec
+	res.FileSizeRatio = float64(res.Walctl.DataBytes) / float64(res.Official.DataBytes)
+	res.FileSizeRatio21 = float64(res.Walctl21.DataBytes) / float64(res.Official.DataBytes)
+	return res, nil
+}
+
+// measureDD appends one dd run to res.DD (nothing when DDMiB is 0).
+func (res *Result) measureDD(ctx context.Context, dir string) error {
+	if res.Config.DDMiB <= 0 {
+		return nil
+	}
+	dd, err := walbench.DD(ctx, dir, res.Config.DDMiB)
+	if err != nil {
+		return err
+	}
+	res.DD = append(res.DD, dd)
+	return nil
+}
+
+// rates fills each side's MiB/s of mib logical MiB and of its data bytes,
+// and the walctl sides' ratios to dd.
+func (res *Result) rates(mib float64) {
 	for _, s := range []*Side{&res.Walctl, &res.Walctl21, &res.Official} {
 		s.MiBPerSec = mib / s.Seconds
 		s.DiskMiBPerSec = float64(s.DataBytes) / (1 << 20) / s.Seconds
@@ -239,11 +257,6 @@ func Run(ctx context.Context, o *oracle.Oracle, dir string, cfg Config) (*Result
 		res.Walctl.RatioToDD = res.Walctl.DiskMiBPerSec / res.DDMiBps
 		res.Walctl21.RatioToDD = res.Walctl21.DiskMiBPerSec / res.DDMiBps
 	}
-	res.SpeedRatio = res.Walctl.MiBPerSec / res.Official.MiBPerSec
-	res.SpeedRatio21 = res.Walctl21.MiBPerSec / res.Official.MiBPerSec
-	res.FileSizeRatio = float64(res.Walctl.DataBytes) / float64(res.Official.DataBytes)
-	res.FileSizeRatio21 = float64(res.Walctl21.DataBytes) / float64(res.Official.DataBytes)
-	return res, nil
 }
 
 func writeAndCommit(ctx context.Context, side *walctlSide, recs []arrow.Record, res *Result) error {
