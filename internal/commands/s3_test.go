@@ -81,7 +81,10 @@ func TestQuickstartOnS3(t *testing.T) {
 		t.Fatalf("manifests in the bucket: %v, %v", list, err)
 	}
 	// Compact and clean on the bucket: the merged table reads and verifies,
-	// and clean removed the old versions and the files only they needed.
+	// and clean removed the old versions and the files only they needed,
+	// and aborted the upload another dead attempt left open after the
+	// compaction's fence (a table that is never published again has no
+	// next owner to abort it).
 	for _, step := range [][]string{
 		{"table", "compact", "--table", "quickstart"},
 		{"table", "clean", "--table", "quickstart", "--older-than", "0s"},
@@ -89,6 +92,15 @@ func TestQuickstartOnS3(t *testing.T) {
 		{"table", "read", "--table", "quickstart", "--count"},
 		{"table", "history", "--table", "quickstart"},
 	} {
+		if step[1] == "clean" {
+			w, err := dead.Create(context.Background(), "data/dead-attempt-2.lance")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(make([]byte, objstore.DefaultPartBuffers*objstore.DefaultPartSize+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		code, out, errOut = walctlS3(t, srv, srv.Endpoint, append(step, "--data-dir", data, "--lance-root", root, "--output", "json")...)
 		if code != 0 {
 			t.Fatalf("%v on the bucket: exit %d\n%s\n%s", step, code, out, errOut)
@@ -97,6 +109,12 @@ func TestQuickstartOnS3(t *testing.T) {
 		case "clean":
 			if !strings.Contains(out, `"versions_kept": 1`) || strings.Contains(out, `"files_removed": []`) {
 				t.Fatalf("clean on the bucket removed nothing: %s", out)
+			}
+			if !strings.Contains(out, `"data/dead-attempt-2.lance"`) {
+				t.Fatalf("clean did not report the dead attempt's upload aborted: %s", out)
+			}
+			if ups, err := dead.Uploads(context.Background(), "data"); err != nil || len(ups) != 0 {
+				t.Fatalf("uploads left after clean: %+v, %v", ups, err)
 			}
 		case "read":
 			if !strings.Contains(out, `"row_count": 4000`) {

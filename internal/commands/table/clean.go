@@ -33,10 +33,14 @@ longer needed: retired plans, descriptor sets of retired plans none of whose
 files is referenced (directly or through a kept compaction), compaction
 records of files no longer referenced. The files of a pinned plan's prepared
 attempts and walctl's WAL digests (what 'verify' compares trimmed positions
-with) are always kept. Works on local and S3 lance roots.
+with) are always kept. On an S3 lance root it also aborts the multipart
+uploads that dead attempts left open under data/ (started before the
+cutoff): the store keeps, and bills, their parts until they are aborted.
+Works on local and S3 lance roots.
 
 JSON shape (stable): {"table", "cutoff", "versions_removed": [N],
-"versions_kept", "files_removed": [path], "records_removed": [key]}.
+"versions_kept", "files_removed": [path], "records_removed": [key],
+"uploads_aborted": [key]}.
 ` + claimedHelp,
 		Example: `  walctl table clean --table orders --older-than 168h
   walctl table clean --table orders --older-than 1h --output json | jq '.files_removed | length'`,
@@ -74,8 +78,11 @@ func cleanRun(ctx context.Context, opts *CleanOptions) error {
 			for _, r := range res.RecordsRemoved {
 				t.Add("record", r)
 			}
-			fmt.Fprintf(opts.ErrOut, "cleaned %s: %d version(s), %d file(s), %d record(s) removed; %d version(s) kept\n",
-				res.Table, len(res.VersionsRemoved), len(res.FilesRemoved), len(res.RecordsRemoved), res.VersionsKept)
+			for _, u := range res.UploadsAborted {
+				t.Add("upload", u)
+			}
+			fmt.Fprintf(opts.ErrOut, "cleaned %s: %d version(s), %d file(s), %d record(s) removed, %d upload(s) aborted; %d version(s) kept\n",
+				res.Table, len(res.VersionsRemoved), len(res.FilesRemoved), len(res.RecordsRemoved), len(res.UploadsAborted), res.VersionsKept)
 			return t
 		})
 	})

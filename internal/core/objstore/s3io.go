@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -333,8 +334,9 @@ func (s slices) ReadAt(p []byte, off int64) (int, error) {
 
 // Upload is a multipart upload in progress.
 type Upload struct {
-	Key      string
-	UploadID string
+	Key       string
+	UploadID  string
+	Initiated time.Time // when the store started it (zero if it does not say)
 }
 
 // Uploads lists the multipart uploads in progress under dir (keys relative
@@ -353,7 +355,7 @@ func (s *S3) Uploads(ctx context.Context, dir string) ([]Upload, error) {
 			if s.prefix != "" {
 				rel = rel[len(s.prefix)+1:]
 			}
-			out = append(out, Upload{Key: rel, UploadID: aws.ToString(u.UploadId)})
+			out = append(out, Upload{Key: rel, UploadID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)})
 		}
 		if !aws.ToBool(page.IsTruncated) {
 			return out, nil

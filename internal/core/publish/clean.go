@@ -26,6 +26,9 @@ type CleanResult struct {
 	// descriptor sets and compactions none of whose files is referenced.
 	FilesRemoved   []string `json:"files_removed"`
 	RecordsRemoved []string `json:"records_removed"`
+	// UploadsAborted are the keys of multipart uploads (S3) that dead
+	// attempts left open under data/, started before Cutoff.
+	UploadsAborted []string `json:"uploads_aborted"`
 }
 
 // Clean removes, under the session's claim (no publisher of this table
@@ -33,8 +36,10 @@ type CleanResult struct {
 // than olderThan ago (never the latest), then data and deletion files older
 // than that which no retained version references, and walctl's records
 // (retired plans, descriptor sets, compaction records) of which no file is
-// referenced any more. Files of a pinned plan's recorded attempts and
-// walctl's digests are always kept. Cancellation stops between deletions;
+// referenced any more, and the multipart uploads dead attempts left open
+// (started before the cutoff; none of this table's attempts runs while the
+// claim is held). Files of a pinned plan's recorded attempts and walctl's
+// digests are always kept. Cancellation stops between deletions;
 // what is removed stays removed, nothing referenced is touched.
 func (s *Session) Clean(ctx context.Context, olderThan time.Duration) (*CleanResult, error) {
 	if err := s.claim.Valid(ctx); err != nil {
@@ -44,7 +49,7 @@ func (s *Session) Clean(ctx context.Context, olderThan time.Duration) (*CleanRes
 	if err != nil {
 		return nil, err
 	}
-	res := &CleanResult{Table: s.table, Cutoff: s.now().Add(-olderThan).UTC(), VersionsRemoved: []uint64{}, FilesRemoved: []string{}, RecordsRemoved: []string{}}
+	res := &CleanResult{Table: s.table, Cutoff: s.now().Add(-olderThan).UTC(), VersionsRemoved: []uint64{}, FilesRemoved: []string{}, RecordsRemoved: []string{}, UploadsAborted: []string{}}
 	kept, err := s.expireVersions(ctx, ds, res)
 	if err != nil {
 		return res, err
@@ -58,7 +63,11 @@ func (s *Session) Clean(ctx context.Context, olderThan time.Duration) (*CleanRes
 	if err := s.removeFiles(ctx, "data", refs, keep, res); err != nil {
 		return res, err
 	}
-	return res, s.removeFiles(ctx, "_deletions", refs, keep, res)
+	if err := s.removeFiles(ctx, "_deletions", refs, keep, res); err != nil {
+		return res, err
+	}
+	res.UploadsAborted, err = s.abortUploads(ctx, res.Cutoff)
+	return res, err
 }
 
 // expireVersions removes the versions older than the cutoff, the latest
