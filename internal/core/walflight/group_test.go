@@ -99,18 +99,26 @@ func startFakeGroup(t *testing.T, n int) *fakeGroup {
 	return g
 }
 
-func TestGroupClientFollowsTheLeader(t *testing.T) {
-	g := startFakeGroup(t, 3)
-	g.leader.Store(2)
-	c, err := NewGroupClient("g1", g.addrs, ClientOptions{CallTimeout: 10 * time.Second})
+// tableClient is a group client of g (closed when the test ends) that has
+// created table t with one shard.
+func tableClient(t *testing.T, g *fakeGroup, timeout time.Duration) *GroupClient {
+	t.Helper()
+	c, err := NewGroupClient("g1", g.addrs, ClientOptions{CallTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	ctx := context.Background()
-	if _, err := c.CreateTable(ctx, "t", testSchema, 1); err != nil {
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.CreateTable(context.Background(), "t", testSchema, 1); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestGroupClientFollowsTheLeader(t *testing.T) {
+	g := startFakeGroup(t, 3)
+	g.leader.Store(2)
+	c := tableClient(t, g, 10*time.Second)
+	ctx := context.Background()
 	for i := 1; i <= 6; i++ {
 		if i == 4 {
 			g.leader.Store(0) // an election moved the leader
@@ -126,7 +134,7 @@ func TestGroupClientFollowsTheLeader(t *testing.T) {
 		t.Fatalf("appends that reached a leader = %d, want 6 (a refusal by a follower is never an append)", got)
 	}
 	var seen []uint64
-	err = c.Read(ctx, "t", 0, 1, 6, func(e wal.Entry) error { seen = append(seen, e.Position); return nil })
+	err := c.Read(ctx, "t", 0, 1, 6, func(e wal.Entry) error { seen = append(seen, e.Position); return nil })
 	if err != nil || len(seen) != 6 || seen[0] != 1 || seen[5] != 6 {
 		t.Fatalf("read = %v, %v", seen, err)
 	}
@@ -139,15 +147,8 @@ func TestGroupClientFollowsTheLeader(t *testing.T) {
 func TestGroupClientStateReadsAreLinearizable(t *testing.T) {
 	g := startFakeGroup(t, 3)
 	g.leader.Store(2)
-	c, err := NewGroupClient("g1", g.addrs, ClientOptions{CallTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := tableClient(t, g, 10*time.Second)
 	ctx := context.Background()
-	if _, err := c.CreateTable(ctx, "t", testSchema, 1); err != nil {
-		t.Fatal(err)
-	}
 	for i := 1; i <= 3; i++ {
 		rec := makeRecord(int64(i), 2)
 		_, err := c.Append(ctx, "t", 0, rec)
@@ -199,19 +200,12 @@ func TestGroupClientStateReadsAreLinearizable(t *testing.T) {
 func TestGroupClientNeverRetriesAnAmbiguousAppend(t *testing.T) {
 	g := startFakeGroup(t, 3)
 	g.leader.Store(1)
-	c, err := NewGroupClient("g1", g.addrs, ClientOptions{CallTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := tableClient(t, g, 2*time.Second)
 	ctx := context.Background()
-	if _, err := c.CreateTable(ctx, "t", testSchema, 1); err != nil {
-		t.Fatal(err)
-	}
 	g.hangAppend.Store(true)
 	rec := makeRecord(1, 1)
 	defer rec.Release()
-	_, err = c.Append(ctx, "t", 0, rec)
+	_, err := c.Append(ctx, "t", 0, rec)
 	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, errs.ErrUnavailable) {
 		t.Fatalf("append to a leader that never answers: %v; want ErrOutcomeUnknown", err)
 	}

@@ -121,22 +121,17 @@ func (n *Node) LinearizableRead(ctx context.Context) error {
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
 	}
-	done := make(chan error, 1)
-	f := n.raft.Barrier(timeoutOf(ctx))
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-			errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return n.notLeader()
-		}
-		return fmt.Errorf("replica %s: read barrier: %v: %w", n.ident.ID, err, errs.ErrUnavailable)
-	case <-ctx.Done():
-		return fmt.Errorf("replica %s: read barrier: %w: %w", n.ident.ID, ctx.Err(), errs.ErrUnavailable)
+	err, ctxErr := await(ctx, n.raft.Barrier(timeoutOf(ctx)))
+	switch {
+	case ctxErr != nil:
+		return fmt.Errorf("replica %s: read barrier: %w: %w", n.ident.ID, ctxErr, errs.ErrUnavailable)
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return n.notLeader()
 	}
+	return fmt.Errorf("replica %s: read barrier: %v: %w", n.ident.ID, err, errs.ErrUnavailable)
 }
 
 // readable refuses reads on a replica that has not applied everything it

@@ -33,21 +33,29 @@ func (n *Node) propose(ctx context.Context, c command) (result, error) {
 	}
 	c.Time = n.cfg.Clock.Now().UnixNano()
 	f := n.raft.Apply(c.encode(), timeoutOf(ctx))
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return result{}, n.classify(c, err)
-		}
-	case <-ctx.Done():
-		return result{}, fmt.Errorf("%s %s: %w (%w)", c.Op, c.Table, ErrOutcomeUnknown, ctx.Err())
+	if err, ctxErr := await(ctx, f); ctxErr != nil {
+		return result{}, fmt.Errorf("%s %s: %w (%w)", c.Op, c.Table, ErrOutcomeUnknown, ctxErr)
+	} else if err != nil {
+		return result{}, n.classify(c, err)
 	}
 	res, _ := f.Response().(result)
 	if res.err != nil && !deterministic(res.err) {
 		return res, fmt.Errorf("%s %s: %w: %w", c.Op, c.Table, ErrOutcomeUnknown, res.err)
 	}
 	return res, res.err
+}
+
+// await waits for f or for ctx, whichever ends first: f's error, or ctx's
+// error if ctx ended first (f's outcome is then not known).
+func await(ctx context.Context, f raft.Future) (err, ctxErr error) {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (n *Node) classify(c command, err error) error {
