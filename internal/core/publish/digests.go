@@ -20,9 +20,11 @@ const KindDigests = "walctl.digests"
 const digestsDir = "_walctl/digests"
 
 // Digests are the order-independent digests of the ACKed records a plan
-// covers, one per generation (or the part of one the plan takes), read from
-// the WAL when the plan is pinned or adopted and recorded beside the plan
-// before its first commit — so before anything it covers can be trimmed.
+// covers, one per generation (or the part of one the plan takes), summed
+// from the entries as preparation reads them from the WAL (or read again
+// from the WAL for an attempt prepared without them) and recorded beside
+// the plan before its first commit — so before anything it covers can be
+// trimmed.
 // They outlive the WAL: an audit compares the table with them where the
 // WAL no longer holds the records. They are kept when the plan is retired.
 type Digests struct {
@@ -104,9 +106,61 @@ func listRecords[T any](ctx context.Context, s *Store, dir, kind string) ([]*T, 
 	return out, nil
 }
 
-// ensureDigests records the plan's digests unless they are recorded already.
-// It reads the plan's ranges from the WAL, which still holds them: nothing
-// above the table's watermarks is trimmed (rule 9), and the plan starts there.
+// recordDigests records the plan's digests, create-if-absent, from the
+// entry digests its files' lineages took while being prepared: the WAL is
+// read and hashed once per publication, not once more for the audit.
+func (s *Session) recordDigests(ctx context.Context, plan *Plan, jobs []fileJob) error {
+	d := newDigests(plan)
+	for _, r := range plan.Ranges {
+		gens, err := s.p.log.Generations(ctx, plan.Table, r.Shard)
+		if err != nil {
+			return err
+		}
+		parts := splitByGeneration(r, gens)
+		var summed uint64
+		for _, j := range jobs {
+			if j.rng.Shard != r.Shard {
+				continue
+			}
+			if err := addEntries(parts, j); err != nil {
+				return fmt.Errorf("digests of plan %s: %w", plan.ID, err)
+			}
+			summed += uint64(len(j.lin.entries))
+		}
+		if summed != r.To-r.From+1 {
+			return fmt.Errorf("digests of plan %s: the files of shard %d took %d entries, its range %d–%d has %d", plan.ID, r.Shard, summed, r.From, r.To, r.To-r.From+1)
+		}
+		d.Generations = append(d.Generations, parts...)
+	}
+	return s.store.RecordDigests(d)
+}
+
+// addEntries adds the entry digests of j's file to the parts (sorted,
+// disjoint) that hold their positions.
+func addEntries(parts []GenerationDigest, j fileJob) error {
+	k := 0
+	for i, ed := range j.lin.entries {
+		pos := j.rng.From + uint64(i)
+		for k < len(parts) && parts[k].To < pos {
+			k++
+		}
+		if k == len(parts) || parts[k].From > pos {
+			return fmt.Errorf("shard %d position %d of file %d is outside the plan's range", j.rng.Shard, pos, j.index)
+		}
+		parts[k].Digest = parts[k].Digest.Plus(ed)
+	}
+	return nil
+}
+
+func newDigests(plan *Plan) *Digests {
+	return &Digests{Kind: KindDigests, SchemaVersion: recordSchema, Table: plan.Table, Plan: plan.ID, Generations: []GenerationDigest{}}
+}
+
+// ensureDigests records the plan's digests unless they are recorded already
+// (an attempt reused from a predecessor that stopped before recording them,
+// or from an older walctl). It reads the plan's ranges from the WAL, which
+// still holds them: nothing above the table's watermarks is trimmed (rule
+// 9), and the plan starts there.
 func (s *Session) ensureDigests(ctx context.Context, plan *Plan) error {
 	ok, err := s.store.HasDigests(ctx, plan.ID)
 	if err != nil || ok {
@@ -122,7 +176,7 @@ func (s *Session) ensureDigests(ctx context.Context, plan *Plan) error {
 // ComputeDigests reads the plan's ranges from log and digests them per
 // generation. It reads only; cancellation returns ctx's error.
 func ComputeDigests(ctx context.Context, log wal.Log, plan *Plan) (*Digests, error) {
-	d := &Digests{Kind: KindDigests, SchemaVersion: recordSchema, Table: plan.Table, Plan: plan.ID, Generations: []GenerationDigest{}}
+	d := newDigests(plan)
 	for _, r := range plan.Ranges {
 		gens, err := log.Generations(ctx, plan.Table, r.Shard)
 		if err != nil {

@@ -77,6 +77,9 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 	for i, fr := range plan.Files {
 		prep.Files = append(prep.Files, PreparedFile{Range: fr, Descriptor: descs[i], Lineage: jobs[i].lin})
 	}
+	if err := s.recordDigests(ctx, plan, jobs); err != nil {
+		return nil, err
+	}
 	prep.PreparedAt = s.now().UTC()
 	if prep, err = s.store.Record(prep); err != nil {
 		return nil, err

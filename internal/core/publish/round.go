@@ -249,7 +249,7 @@ func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State, r
 	}
 	if adopt != nil {
 		s.log.Info("adopted pinned plan", "plan", adopt.ID)
-		return adopt, true, s.ensureDigests(ctx, adopt)
+		return adopt, true, nil
 	}
 	plan, err := s.plan(ctx, m, st, res)
 	if err != nil || plan == nil {
@@ -262,7 +262,7 @@ func (s *Session) adoptOrPin(ctx context.Context, m *lance.Manifest, st State, r
 	if err := failpoint.Inject(ctx, failpoint.AfterPlanPin, 0); err != nil {
 		return nil, false, err
 	}
-	return pinned, !mine, s.ensureDigests(ctx, pinned)
+	return pinned, !mine, nil
 }
 
 func (s *Session) plan(ctx context.Context, m *lance.Manifest, st State, res *Result) (*Plan, error) {
@@ -297,6 +297,8 @@ func (s *Session) plan(ctx context.Context, m *lance.Manifest, st State, res *Re
 
 // prepareOrReuse reuses the newest recorded descriptor set of the plan whose
 // files all verify, retiring those that do not, or prepares a new attempt.
+// Either way the plan's digests are recorded when it returns, so before its
+// first commit (and any trim of what it covers).
 func (s *Session) prepareOrReuse(ctx context.Context, plan *Plan) (*Prepared, bool, error) {
 	attempts, err := s.store.Attempts(plan.ID)
 	if err != nil {
@@ -310,7 +312,7 @@ func (s *Session) prepareOrReuse(ctx context.Context, plan *Plan) (*Prepared, bo
 			}
 			continue
 		}
-		return a, true, nil
+		return a, true, s.ensureDigests(ctx, plan)
 	}
 	prep, err := s.prepare(ctx, plan)
 	return prep, false, err

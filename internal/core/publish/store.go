@@ -146,11 +146,18 @@ type PreparedFile struct {
 type FileLineage struct {
 	Digest    digest.Digest `json:"digest"`
 	EntryRows []int64       `json:"entry_rows"`
+	// entries is each entry's digest, in order, while the file is being
+	// prepared: the plan's per-generation digests are summed from them, so
+	// a publication hashes its rows once (not recorded).
+	entries []digest.Digest
 }
 
 func (l *FileLineage) add(rec arrow.RecordBatch) {
-	l.Digest.Add(rec)
+	var d digest.Digest
+	d.Add(rec)
+	l.Digest = l.Digest.Plus(d)
 	l.EntryRows = append(l.EntryRows, rec.NumRows())
+	l.entries = append(l.entries, d)
 }
 
 // Position returns the WAL position of row (0-based) of a file starting at

@@ -1,0 +1,72 @@
+package publish
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// The digests a preparation records, summed from the entries it hashed as
+// it read them, equal the WAL's own digests of the plan read afresh — in
+// both preparation modes, with files that cross generation boundaries. An
+// attempt reused without its plan's digests (its preparer stopped before
+// recording them) gets them read from the WAL before the commit.
+func TestPreparedDigestsEqualTheWALsAndAReusedAttemptGetsThem(t *testing.T) {
+	for _, streamed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "buffered", true: "streamed"}[streamed], func(t *testing.T) {
+			e := newEnv(t, 2)
+			e.produce(0, 25, 100)
+			e.produce(1, 9, 70)
+			p := e.publisherWith("w", func(c *Config) { c.PipelinePreparation = streamed })
+			s, err := p.Acquire(e.ctx, "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Release(context.Background())
+			res, err := s.Prepare(e.ctx)
+			if err != nil || res.Outcome != OutcomePrepared {
+				t.Fatalf("prepare: %+v %v", res, err)
+			}
+			plans, err := s.store.Plans()
+			if err != nil || len(plans) != 1 {
+				t.Fatalf("plans: %v %v", plans, err)
+			}
+			want, err := ComputeDigests(e.ctx, e.log, plans[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want.Generations) <= len(plans[0].Ranges) || len(res.Files) <= len(plans[0].Ranges) {
+				t.Fatalf("the plan should span several generations and files per shard: %d generations, %d files, %d shards",
+					len(want.Generations), len(res.Files), len(plans[0].Ranges))
+			}
+			recorded := func() *Digests {
+				t.Helper()
+				all, err := s.store.AllDigests(e.ctx)
+				if err != nil || len(all) != 1 {
+					t.Fatalf("digest records: %v %v", all, err)
+				}
+				return all[0]
+			}
+			if got := recorded(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("recorded digests %+v\nthe WAL's %+v", got, want)
+			}
+
+			// Without the record, the next round reuses the attempt and
+			// reads the digests from the WAL before it commits.
+			if err := os.Remove(filepath.Join(e.lance, "orders.lance", digestsDir, res.Plan+".json")); err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Round(e.ctx)
+			if err != nil || r.Outcome != OutcomePublished || !r.Reused {
+				t.Fatalf("round: %+v %v", r, err)
+			}
+			if got := recorded(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("digests recorded for the reused attempt %+v\nthe WAL's %+v", got, want)
+			}
+			drain(t, e.ctx, s)
+			e.exactlyOnce(e.tableIDs())
+		})
+	}
+}
