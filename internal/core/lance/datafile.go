@@ -114,6 +114,10 @@ func (w *FileWriter) Write(rec arrow.Record) error { return w.lw.Write(rec) }
 // far plus the store writer's buffer (one multipart part on S3). Batches are the caller's.
 func (w *FileWriter) WorkspaceBytes() int { return w.lw.WorkspaceBytes() + w.ow.BufferBytes() }
 
+// StoreBufferBytes is the part of WorkspaceBytes the writer holds until
+// Close: the store writer's buffers (on S3, parts still to upload).
+func (w *FileWriter) StoreBufferBytes() int { return w.ow.BufferBytes() }
+
 // Finish writes the rest of the file and its footer without syncing them.
 // The encoder's workspace is then no longer needed: a caller accounting for
 // it may release it before Close, whose fsync needs no memory. Close calls

@@ -25,6 +25,9 @@ type prepareHooks struct {
 	// released).
 	writerStart func(file int)
 	writerDone  func(file int, err error)
+	// closing runs when a writer's file is finished and about to be
+	// closed (synced, or its last parts uploaded).
+	closing func(file int)
 }
 
 // fetch streams the entries of j's range, in order, to fn. Each entry is

@@ -126,11 +126,12 @@ func (s *Session) writeBuffered(ctx context.Context, schema *lance.Schema, fv la
 	ws := int64(workspaceBound)
 	pool := max(0, held-ws)
 	var recs []arrow.RecordBatch
+	var keep int64 // held until Close (finishFile)
 	free := sync.OnceFunc(func() {
 		for _, r := range recs {
 			r.Release()
 		}
-		written(held)
+		written(held - keep)
 	})
 	defer free()
 	reserve := func(ctx context.Context, n int64, what string) error {
@@ -171,7 +172,7 @@ func (s *Session) writeBuffered(ctx context.Context, schema *lance.Schema, fv la
 			return lance.Descriptor{}, err
 		}
 	}
-	return finishFile(w, free)
+	return s.finishFile(w, j, func(k int64) int64 { keep = min(k, held); free(); return keep })
 }
 
 // growWorkspace reserves the difference when a writer's workspace outgrew

@@ -179,14 +179,22 @@ func (s *Session) admit(ctx context.Context, n int64, run *fileRun) error {
 	return nil
 }
 
-// finishFile finishes w's bytes, calls free (the writer needs neither its
-// memory nor its slot any more), then closes w, which syncs it. A file
-// that cannot be finished is removed.
-func finishFile(w *lance.FileWriter, free func()) (lance.Descriptor, error) {
+// finishFile finishes w's bytes, then calls free with what w still holds
+// until Close — its store writer's buffers: on S3 the parts not uploaded
+// yet. free releases the rest of the writer's reservation and its slot
+// (the encoder workspace is no longer needed) and returns how much it kept
+// back (at most its reservation). finishFile then closes w, which syncs (or
+// uploads) it, and only then releases what was kept. A file that cannot be
+// finished is removed.
+func (s *Session) finishFile(w *lance.FileWriter, j fileJob, free func(keep int64) int64) (lance.Descriptor, error) {
 	if err := w.Finish(); err != nil {
 		_ = w.Abort()
 		return lance.Descriptor{}, err
 	}
-	free()
+	kept := free(int64(w.StoreBufferBytes()))
+	defer s.p.cfg.Budget.Release(kept)
+	if h := s.p.cfg.hooks; h != nil && h.closing != nil {
+		h.closing(j.index)
+	}
 	return w.Close()
 }

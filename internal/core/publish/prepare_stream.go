@@ -39,7 +39,8 @@ func (s *Session) prepareStreamed(ctx context.Context, plan *Plan, schema *lance
 // and the stream is drained.
 func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance.FileVersion, j fileJob, ws int64, written func(held int64)) (lance.Descriptor, error) {
 	b := s.p.cfg.Budget
-	free := sync.OnceFunc(func() { written(ws) })
+	var keep int64 // held until Close (finishFile)
+	free := sync.OnceFunc(func() { written(ws - keep) })
 	defer free()
 	w, err := s.ds.CreateFile(schema, lance.FileOptions{Name: j.name, Version: fv})
 	if err != nil {
@@ -97,5 +98,5 @@ func (s *Session) streamFile(ctx context.Context, schema *lance.Schema, fv lance
 		_ = w.Abort()
 		return lance.Descriptor{}, err
 	}
-	return finishFile(w, free)
+	return s.finishFile(w, j, func(k int64) int64 { keep = min(k, ws); free(); return keep })
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/walctl/walctl/internal/core/budget"
 	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/testutil/s3server"
 )
@@ -115,4 +117,50 @@ func TestDamagedPreparedFilesOnS3ArePreparedAgain(t *testing.T) {
 			e.exactlyOnce(e.tableIDsOn(st))
 		})
 	}
+}
+
+// An S3 writer's part buffers stay charged to the memory budget until its
+// file is closed: finishing a file frees the encoder workspace and the
+// writer's slot, but Close still uploads the last parts from those
+// buffers. Three files of several parts each, streamed two at a time.
+func TestS3PartBuffersStayChargedUntilClose(t *testing.T) {
+	srv := s3server.Start(t, s3server.Options{})
+	st, err := objstore.NewS3(context.Background(), srv.Bucket, "charged", objstore.S3Options{
+		Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+		PartSize: 5 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, 1)
+	e.produce(0, 40, 20000)
+	b := budget.New(256 << 20)
+	p := e.publisherWith("w", func(c *Config) {
+		c.Store, c.PipelinePreparation, c.StreamFiles, c.Budget = st, true, 2, b
+		c.Limits.FileBytes = 12 << 20
+	})
+	var mu sync.Mutex
+	var closing []int64
+	p.cfg.hooks = &prepareHooks{closing: func(int) {
+		mu.Lock()
+		closing = append(closing, b.Reserved())
+		mu.Unlock()
+	}}
+	s, err := p.Acquire(e.ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(context.Background())
+	drain(t, e.ctx, s)
+	e.exactlyOnce(e.tableIDsOn(st))
+	want := int64(objstore.DefaultPartBuffers) * (5 << 20)
+	if len(closing) < 3 {
+		t.Fatalf("%d files closed, want at least 3", len(closing))
+	}
+	for i, n := range closing {
+		if n < want {
+			t.Fatalf("file %d was closed with %d bytes of the budget reserved, less than its writer's part buffers (%d)", i, n, want)
+		}
+	}
+	idle(t, p)
 }
