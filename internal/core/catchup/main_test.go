@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walctl/walctl/internal/core/etcdembed"
+	"github.com/walctl/walctl/internal/core/wal"
 )
 
 // One real embedded etcd serves the package; each test works under a key
@@ -15,6 +16,7 @@ import (
 var srv *etcdembed.Server
 
 func TestMain(m *testing.M) {
+	wal.SetPoisonRecycled(true) // a use of a WAL entry after its release reads garbage
 	dir, err := os.MkdirTemp("", "catchup-etcd-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -6,20 +6,46 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/walctl/walctl/internal/core/digest"
+	"github.com/walctl/walctl/internal/core/objstore"
 )
+
+// tableDigest is the digest of every row, all columns, of the table's
+// latest version.
+func (e *env) tableDigest() digest.Digest {
+	e.t.Helper()
+	r, err := OpenReaderOn(objstore.NewLocal(e.lance), "orders", Selection{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var d digest.Digest
+	err = r.Scan(e.ctx, []string{"id", "body", "vec"}, func(b arrow.RecordBatch) error {
+		d.Add(b)
+		return nil
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
 
 // The digests a preparation records, summed from the entries it hashed as
 // it read them, equal the WAL's own digests of the plan read afresh — in
 // both preparation modes, with files that cross generation boundaries. An
 // attempt reused without its plan's digests (its preparer stopped before
-// recording them) gets them read from the WAL before the commit.
+// recording them) gets them read from the WAL before the commit. The
+// entries are large enough for recycled read buffers (poisoned as they
+// return, TestMain): the published rows, every column, digest alike.
 func TestPreparedDigestsEqualTheWALsAndAReusedAttemptGetsThem(t *testing.T) {
 	for _, streamed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "buffered", true: "streamed"}[streamed], func(t *testing.T) {
 			e := newEnv(t, 2)
-			e.produce(0, 25, 100)
-			e.produce(1, 9, 70)
-			p := e.publisherWith("w", func(c *Config) { c.PipelinePreparation = streamed })
+			e.produce(0, 25, 1500)
+			e.produce(1, 9, 2000)
+			p := e.publisherWith("w", func(c *Config) { c.PipelinePreparation = streamed; c.Limits.FileBytes = 512 << 10 })
 			s, err := p.Acquire(e.ctx, "orders")
 			if err != nil {
 				t.Fatal(err)
@@ -67,6 +93,13 @@ func TestPreparedDigestsEqualTheWALsAndAReusedAttemptGetsThem(t *testing.T) {
 			}
 			drain(t, e.ctx, s)
 			e.exactlyOnce(e.tableIDs())
+			var all digest.Digest
+			for _, g := range want.Generations {
+				all = all.Plus(g.Digest)
+			}
+			if got := e.tableDigest(); got != all {
+				t.Fatalf("published rows digest %+v, the WAL's %+v", got, all)
+			}
 		})
 	}
 }

@@ -54,7 +54,9 @@ func (s *Session) fetch(ctx context.Context, j fileJob, reserve func(ctx context
 		}
 	}()
 	next := fr.From
-	err := s.p.cfg.Cache.Read(ctx, s.p.log, s.table, fr.Shard, fr.From, fr.To, func(e wal.Entry) error {
+	// Every entry is released once written (or on failure), and nothing
+	// keeps its memory past that: the engine may recycle read buffers.
+	err := s.p.cfg.Cache.Read(wal.RecycleBuffers(ctx), s.p.log, s.table, fr.Shard, fr.From, fr.To, func(e wal.Entry) error {
 		if hooks != nil && hooks.decoding != nil {
 			hooks.decoding(ctx, j.index, e.Position)
 		}

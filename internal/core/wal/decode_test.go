@@ -45,7 +45,7 @@ func TestDecodeInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer want.Release()
-	got := decodeInPlace(sb, raw)
+	got := decodeInPlace(sb, raw, nil)
 	if got == nil {
 		t.Fatal("decodeInPlace fell back")
 	}
@@ -59,10 +59,10 @@ func TestDecodeInPlace(t *testing.T) {
 		t.Fatal("decoded buffer does not point into the entry's bytes")
 	}
 	// Anything but a framed record batch falls back to the copying decode.
-	if decodeInPlace(sb, raw[:5]) != nil || decodeInPlace(sb, sb) != nil {
+	if decodeInPlace(sb, raw[:5], nil) != nil || decodeInPlace(sb, sb, nil) != nil {
 		t.Fatal("decodeInPlace accepted a truncated or non-record message")
 	}
-	if _, err := decodeEntryOwned(sb, raw[:len(raw)/2]); err == nil {
+	if _, err := decodeEntryOwned(sb, raw[:len(raw)/2], nil); err == nil {
 		t.Fatal("a truncated entry decoded")
 	}
 }

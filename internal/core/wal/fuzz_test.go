@@ -54,7 +54,7 @@ func FuzzLoadGen(f *testing.F) {
 			if m.off < 0 || m.off+m.n > int64(len(b)) || crc32c(b[m.off:m.off+m.n]) != m.crc {
 				t.Fatalf("entry %d (%+v) does not read back", i, m)
 			}
-			if rec, err := decodeEntryOwned(sb, append([]byte(nil), b[m.off:m.off+m.n]...)); err == nil {
+			if rec, err := decodeEntryOwned(sb, append([]byte(nil), b[m.off:m.off+m.n]...), nil); err == nil {
 				rec.Release()
 			}
 		}
@@ -74,7 +74,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(append([]byte(nil), enc.raw...))
 	enc.release()
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		rec, err := decodeEntryOwned(sb, raw)
+		rec, err := decodeEntryOwned(sb, raw, nil)
 		if err == nil {
 			rec.Release()
 		}
@@ -146,7 +146,7 @@ func TestDecodeMutatedInputs(t *testing.T) {
 		return b
 	}
 	for i := 0; i < 3000; i++ {
-		if rec, err := decodeEntryOwned(sb, mutate(raw)); err == nil {
+		if rec, err := decodeEntryOwned(sb, mutate(raw), nil); err == nil {
 			rec.Release()
 		}
 		if _, err := DecodeSchema(mutate(sb)); err != nil && !errors.Is(err, ErrSchemaMismatch) {

@@ -320,13 +320,17 @@ func (e *Engine) Read(ctx context.Context, name string, shard int, from, to uint
 				if err := ctx.Err(); err != nil {
 					return ctxErr(err)
 				}
-				// Each entry gets its own buffer: the decoded record's
-				// buffers point into it (no second copy of the payload).
-				raw := make([]byte, m.n)
+				// Each entry gets its own buffer (a recycled one if the
+				// caller asked): the decoded record's buffers point into
+				// it (no second copy of the payload).
+				raw, put := readBuffer(ctx, m.n)
 				if err := readFull(f, raw, m.off); err != nil || crc32c(raw) != m.crc {
+					if put != nil {
+						put()
+					}
 					return fmt.Errorf("%s (position %d): entry at offset %d length %d fails its checksum (%v): %w", sp.path, pos, m.off, m.n, err, ErrCorruptEntry)
 				}
-				rec, err := decodeEntryOwned(t.schemaBytes, raw)
+				rec, err := decodeEntryOwned(t.schemaBytes, raw, put)
 				if err != nil {
 					return fmt.Errorf("%s (position %d): entry does not decode: %v: %w", sp.path, pos, err, ErrCorruptEntry)
 				}

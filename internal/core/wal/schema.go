@@ -203,26 +203,37 @@ func estimateSize(rec arrow.RecordBatch) int {
 // message it cannot take apart this way (a framing it does not expect, or
 // anything but one record batch) is decoded by decodeEntry instead, which
 // also reports any damage.
-func decodeEntryOwned(schemaBytes, raw []byte) (arrow.RecordBatch, error) {
-	if rec := decodeInPlace(schemaBytes, raw); rec != nil {
+//
+// With put, raw is a recycled buffer (readBuffer): put is called once the
+// record and every array sliced from it are released — or as soon as
+// decoding is over, when the record does not point into raw.
+func decodeEntryOwned(schemaBytes, raw []byte, put func()) (arrow.RecordBatch, error) {
+	var own *memory.Buffer
+	if put != nil {
+		// This reference holds raw until decoding is over; the in-place
+		// record's body is a slice of own and holds it as long as it lives.
+		own = memory.NewBufferWithAllocator(raw, recycler{put})
+		defer own.Release()
+	}
+	if rec := decodeInPlace(schemaBytes, raw, own); rec != nil {
 		return rec, nil
 	}
 	return decodeEntry(schemaBytes, raw)
 }
 
 // decodeInPlace is decodeEntryOwned's fast path; nil means "use decodeEntry".
-func decodeInPlace(schemaBytes, raw []byte) (rec arrow.RecordBatch) {
+func decodeInPlace(schemaBytes, raw []byte, own *memory.Buffer) (rec arrow.RecordBatch) {
 	defer func() {
 		if recover() != nil { // malformed metadata: let decodeEntry report it
 			rec = nil
 		}
 	}()
-	schemaMsg := framedMessage(schemaBytes, ipc.MessageSchema)
+	schemaMsg := framedMessage(schemaBytes, ipc.MessageSchema, nil)
 	if schemaMsg == nil {
 		return nil
 	}
 	defer schemaMsg.Release()
-	batchMsg := framedMessage(raw, ipc.MessageRecordBatch)
+	batchMsg := framedMessage(raw, ipc.MessageRecordBatch, own)
 	if batchMsg == nil {
 		return nil
 	}
@@ -243,8 +254,8 @@ func decodeInPlace(schemaBytes, raw []byte) (rec arrow.RecordBatch) {
 
 // framedMessage returns the IPC message of type want that b starts with
 // (continuation marker, metadata length, metadata, body), its body a slice
-// of b, or nil.
-func framedMessage(b []byte, want ipc.MessageType) *ipc.Message {
+// of b (of own, which holds b's bytes, when given), or nil.
+func framedMessage(b []byte, want ipc.MessageType, own *memory.Buffer) *ipc.Message {
 	if len(b) < 8 || binary.LittleEndian.Uint32(b) != 0xffffffff {
 		return nil
 	}
@@ -260,7 +271,12 @@ func framedMessage(b []byte, want ipc.MessageType) *ipc.Message {
 	if typ != want || bodyLen < 0 || bodyLen > int64(len(rest)) {
 		return nil
 	}
-	return ipc.NewMessage(meta, memory.NewBufferBytes(rest[:bodyLen]))
+	if own == nil {
+		return ipc.NewMessage(meta, memory.NewBufferBytes(rest[:bodyLen]))
+	}
+	body := memory.SliceBuffer(own, int(8+n), int(bodyLen))
+	defer body.Release() // the message holds it
+	return ipc.NewMessage(meta, body)
 }
 
 // sliceMessages is an ipc.MessageReader over messages already in memory.

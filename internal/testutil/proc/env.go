@@ -16,7 +16,9 @@ import (
 // setting, HOME and XDG_* are dropped, and HOME, the XDG base directories
 // and walctl's data dir point under dir instead. extra (NAME=value) is
 // appended last, so it overrides these defaults (exec keeps the last of
-// duplicate keys).
+// duplicate keys). WAL read buffers are poisoned as they are recycled
+// (WALCTL_WAL_POISON_RECYCLED), so a use after release shows up as
+// damaged records.
 func IsolatedEnv(dir string, extra ...string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
@@ -32,6 +34,7 @@ func IsolatedEnv(dir string, extra ...string) []string {
 		"XDG_STATE_HOME="+filepath.Join(dir, "xdg", "state"),
 		"XDG_CACHE_HOME="+filepath.Join(dir, "xdg", "cache"),
 		"WALCTL_DATA_DIR="+filepath.Join(dir, "data"),
+		"WALCTL_WAL_POISON_RECYCLED=1",
 	)
 	return append(out, extra...)
 }
