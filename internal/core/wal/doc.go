@@ -83,6 +83,12 @@
 // audit record, after which its positions stay unreadable and are never
 // issued again. Reads verify each entry's checksum again.
 //
+// A read decodes each entry in place: the record's buffers point into the
+// bytes read from the file. A caller that releases what it reads (such as
+// publication) marks its context with RecycleBuffers and gets those bytes
+// in recycled buffers, handed back when the record's last reference is
+// released (recycle.go).
+//
 // # Epoch and trim
 //
 // AdvanceEpoch is a compare-and-swap under a per-table lock, made durable
