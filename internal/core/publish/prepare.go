@@ -26,7 +26,8 @@ type fileJob struct {
 	name  string
 	rng   Range
 	// lin collects the digest and per-entry row counts of what the file
-	// holds, as its entries are fetched.
+	// holds: as its entries are fetched (streamed), or beside the writes
+	// (buffered).
 	lin *FileLineage
 }
 
@@ -149,13 +150,26 @@ func (s *Session) writeBuffered(ctx context.Context, schema *lance.Schema, fv la
 		held, pool = held+extra, 0
 		return nil
 	}
-	err := s.fetch(ctx, j, reserve, func(rec arrow.RecordBatch, _ uint64, _ int64) error {
+	fj := j
+	fj.lin = nil // digested below, beside the writes
+	err := s.fetch(ctx, fj, reserve, func(rec arrow.RecordBatch, _ uint64, _ int64) error {
 		recs = append(recs, rec)
 		return nil
 	})
 	if err != nil {
 		return lance.Descriptor{}, err
 	}
+	// The entries' digests (the file's lineage) are taken on another core
+	// while the file is written: both only read the records, which stay
+	// held until both are done (this wait runs before free).
+	digested := make(chan struct{})
+	go func() {
+		defer close(digested)
+		for _, r := range recs {
+			j.lin.add(r)
+		}
+	}()
+	defer func() { <-digested }()
 	w, err := s.ds.CreateFile(schema, lance.FileOptions{Name: j.name, Version: fv})
 	if err != nil {
 		return lance.Descriptor{}, err
@@ -172,6 +186,7 @@ func (s *Session) writeBuffered(ctx context.Context, schema *lance.Schema, fv la
 			return lance.Descriptor{}, err
 		}
 	}
+	<-digested
 	return s.finishFile(w, j, func(k int64) int64 { keep = min(k, held); free(); return keep })
 }
 
