@@ -44,6 +44,8 @@ type WALOptions struct {
 	// serve` processes of Exe.
 	Replicas int
 	Exe      string
+	// CPUProfile, with Replicas, has each replica write a CPU profile.
+	CPUProfile string
 }
 
 // NewCmdWAL returns `bench wal`.
@@ -65,17 +67,22 @@ With --replicas N, the same producer counts also run against a replicated
 group of N 'wal serve' processes on this disk (started, grouped and stopped
 by the benchmark), through the group client: ACKed MiB/s, p50/p99 ACK
 latency, bytes each replica process wrote per ACKed byte (/proc/<pid>/io
-write_bytes) and disk efficiency = ACKed MiB/s × N ÷ dd MiB/s.
+write_bytes) and disk efficiency = ACKed MiB/s × N ÷ dd MiB/s. With
+--cpuprofile FILE each replica writes a CPU profile of its run to
+FILE.p<producers>.r<replica> (read it with go tool pprof).
 
 EXIT STATUS
   0 measured, 2 bad flags, 5 the disk, a replica or the group failed.`,
-		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json\n  walctl bench wal --replicas 3 --mib-per-run 256 --dd-mib 256",
+		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json\n  walctl bench wal --replicas 3 --mib-per-run 256 --dd-mib 256\n  walctl bench wal --replicas 3 --producers 16 --cpuprofile /tmp/replica.pprof",
 		Args:    cmdutil.ExactArgs(0, "bench wal takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Config = walbench.Config{Dir: opts.Dir, Producers: opts.Producers, EntryBytes: entry, BytesPerRun: int64(perRun) << 20, DDMiB: dd}
 			opts.DataDir = f.Global().DataDir
 			if opts.Replicas < 0 || opts.Replicas == 2 || opts.Replicas > 7 {
 				return cmdutil.FlagErrorf("--replicas must be 0 (off), 1 or 3 to 7, not %d", opts.Replicas)
+			}
+			if opts.CPUProfile != "" && opts.Replicas == 0 {
+				return cmdutil.FlagErrorf("--cpuprofile profiles the replicas: it needs --replicas")
 			}
 			if opts.Replicas > 0 {
 				exe, err := os.Executable()
@@ -96,6 +103,7 @@ EXIT STATUS
 	cmd.Flags().IntVar(&perRun, "mib-per-run", 512, "MiB appended per producer count")
 	cmd.Flags().IntVar(&dd, "dd-mib", 512, "MiB written by each dd measurement")
 	cmd.Flags().IntVar(&opts.Replicas, "replicas", 0, "also measure a replicated group of this many wal serve processes (3 or 5)")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "with --replicas: each replica writes a CPU profile of its run to FILE.p<producers>.r<replica>")
 	return cmd
 }
 
@@ -125,7 +133,7 @@ func walRun(ctx context.Context, opts *WALOptions) error {
 }
 
 func replicatedRun(ctx context.Context, opts *WALOptions) error {
-	res, err := replbench.Measure(ctx, replbench.Config{Config: opts.Config, Exe: opts.Exe, Replicas: opts.Replicas})
+	res, err := replbench.Measure(ctx, replbench.Config{Config: opts.Config, Exe: opts.Exe, Replicas: opts.Replicas, CPUProfile: opts.CPUProfile})
 	if err != nil {
 		return err
 	}

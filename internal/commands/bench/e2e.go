@@ -173,7 +173,7 @@ func e2eRun(ctx context.Context, opts *E2EOptions) error {
 		c.Dir = filepath.Join(opts.DataDir, "bench")
 	}
 	if opts.CPUProfile != "" {
-		stop, err := cpuProfile(opts.CPUProfile)
+		stop, err := cmdutil.CPUProfile(opts.CPUProfile)
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,7 @@ func lanceRun(ctx context.Context, opts *LanceOptions) error {
 		opts.Config.Adds, opts.Config.BatchesPerAdd, opts.Config.RowsPerBatch, scratch)
 	stop := func() error { return nil }
 	if opts.CPUProfile != "" {
-		if stop, err = cpuProfile(opts.CPUProfile); err != nil {
+		if stop, err = cmdutil.CPUProfile(opts.CPUProfile); err != nil {
 			return err
 		}
 	}

@@ -217,7 +217,7 @@ func startCPUProfile(opts *PublishOptions) (stop func() error, err error) {
 	if opts.Streamed {
 		mode = "streamed"
 	}
-	return cpuProfile(opts.CPUProfile + "." + mode)
+	return cmdutil.CPUProfile(opts.CPUProfile + "." + mode)
 }
 
 // ddList formats dd bandwidths as "1150.2, 1120.7, 1098.0".

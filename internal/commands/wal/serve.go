@@ -23,6 +23,9 @@ type ServeOptions struct {
 	TLSCert  string
 	TLSKey   string
 	AddrFile string
+	// CPUProfile, when set, is where a CPU profile of the whole serve goes
+	// (hidden flag: the replicated benchmark profiles its replicas).
+	CPUProfile string
 	// Replica is set in replicated mode (--group).
 	Replica *ReplicaOptions
 }
@@ -89,6 +92,13 @@ EXIT STATUS
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
+			if opts.CPUProfile != "" {
+				stop, err := cmdutil.CPUProfile(opts.CPUProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return serveRun(cmd.Context(), opts)
 		},
 	}
@@ -97,6 +107,8 @@ EXIT STATUS
 	cmd.Flags().StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate (PEM)")
 	cmd.Flags().StringVar(&opts.TLSKey, "tls-key", "", "TLS private key (PEM)")
 	cmd.Flags().StringVar(&opts.AddrFile, "addr-file", "", "write the bound address here (default <dir>/ENDPOINT)")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the process to FILE when it stops")
+	_ = cmd.Flags().MarkHidden("cpuprofile")
 	cmd.Flags().Bool("bootstrap", false, "replicated mode: create the group with this replica (first start of a new group, empty --dir only)")
 	cmdutil.AddSettingFlags(cmd.Flags(), cmdutil.WALEngineKeys...)
 	cmdutil.AddSettingFlags(cmd.Flags(), replicaKeys...)

@@ -40,6 +40,9 @@ type Config struct {
 	Exe string
 	// Replicas is the group's size (default 3).
 	Replicas int
+	// CPUProfile, when set, has each replica write a CPU profile of its
+	// run to CPUProfile.p<producers>.r<replica> (go tool pprof reads it).
+	CPUProfile string
 }
 
 // Run is one producer count in one mode.
@@ -126,7 +129,7 @@ func freeAddr() (string, error) {
 
 // start runs `wal serve` for replica i of the group and returns once it
 // logs that it serves (its stderr is watched, no polling).
-func start(ctx context.Context, cfg Config, dir string, i int, genBytes int64) (*replica, error) {
+func start(ctx context.Context, cfg Config, dir string, i, producers int, genBytes int64) (*replica, error) {
 	r := &replica{ready: make(chan struct{}), exited: make(chan struct{})}
 	var err error
 	if r.addr, err = freeAddr(); err != nil {
@@ -140,6 +143,9 @@ func start(ctx context.Context, cfg Config, dir string, i int, genBytes int64) (
 		"--group", "bench", "--name", name, "--peer-listen", r.peer, "--wal-generation-bytes", strconv.FormatInt(genBytes, 10)}
 	if i == 0 {
 		args = append(args, "--bootstrap")
+	}
+	if cfg.CPUProfile != "" {
+		args = append(args, "--cpuprofile", fmt.Sprintf("%s.p%d.r%d", cfg.CPUProfile, producers, i))
 	}
 	r.cmd = exec.Command(cfg.Exe, args...)
 	r.cmd.Env = append(os.Environ(), "WALCTL_DATA_DIR="+dir, "WALCTL_LOG_LEVEL=info")
@@ -204,7 +210,7 @@ func (r *replica) writeBytes() (int64, error) {
 
 // group starts the replicas and forms the group (the others added by the
 // leader, caught up and promoted).
-func group(ctx context.Context, cfg Config, dir string) ([]*replica, *walflight.GroupClient, error) {
+func group(ctx context.Context, cfg Config, dir string, producers int) ([]*replica, *walflight.GroupClient, error) {
 	var reps []*replica
 	var addrs []string
 	for i := 0; i < cfg.Replicas; i++ {
@@ -212,7 +218,7 @@ func group(ctx context.Context, cfg Config, dir string) ([]*replica, *walflight.
 		if gen <= 0 {
 			gen = wal.DefaultMaxGenerationBytes
 		}
-		r, err := start(ctx, cfg, dir, i, gen)
+		r, err := start(ctx, cfg, dir, i, producers, gen)
 		if err != nil {
 			return reps, nil, err
 		}
@@ -238,7 +244,7 @@ func runReplicated(ctx context.Context, cfg Config, entry, producers int) (Run, 
 		return Run{}, err
 	}
 	defer os.RemoveAll(dir)
-	reps, c, err := group(ctx, cfg, dir)
+	reps, c, err := group(ctx, cfg, dir, producers)
 	defer func() {
 		if c != nil {
 			c.Close()

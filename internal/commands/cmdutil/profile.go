@@ -1,4 +1,4 @@
-package bench
+package cmdutil
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
-// cpuProfile starts a CPU profile of this process into path; stop writes
+// CPUProfile starts a CPU profile of this process into path; stop writes
 // it out (`go tool pprof path` reads it).
-func cpuProfile(path string) (stop func() error, err error) {
+func CPUProfile(path string) (stop func() error, err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("--cpuprofile: %w: %w", errs.ErrInvalid, err)
