@@ -26,14 +26,11 @@ func (e *Engine) Append(ctx context.Context, name string, shard int, rec arrow.R
 	if err != nil {
 		return 0, err
 	}
-	enc, err := encodeEntry(name, t.schema, t.schemaBytes, rec)
+	enc, err := e.encode(name, t, rec)
 	if err != nil {
 		return 0, err
 	}
 	defer enc.release()
-	if int64(len(enc.raw)) > e.opts.MaxEntryBytes {
-		return 0, fmt.Errorf("table %q: entry of %d bytes exceeds the limit of %d: %w", name, len(enc.raw), e.opts.MaxEntryBytes, ErrBadRange)
-	}
 	if err := ctx.Err(); err != nil {
 		return 0, ctxErr(err)
 	}
@@ -94,19 +91,29 @@ func (e *Engine) encodeAll(name string, t *table, recs []arrow.RecordBatch) (raw
 		}
 	}
 	for _, rec := range recs {
-		enc, err := encodeEntry(name, t.schema, t.schemaBytes, rec)
+		enc, err := e.encode(name, t, rec)
 		if err != nil {
 			release()
 			return nil, nil, err
 		}
 		encs = append(encs, enc)
-		if int64(len(enc.raw)) > e.opts.MaxEntryBytes {
-			release()
-			return nil, nil, fmt.Errorf("table %q: entry of %d bytes exceeds the limit of %d: %w", name, len(enc.raw), e.opts.MaxEntryBytes, ErrBadRange)
-		}
 		raws = append(raws, enc.raw)
 	}
 	return raws, release, nil
+}
+
+// encode validates and encodes one record for table t, within the entry
+// size limit.
+func (e *Engine) encode(name string, t *table, rec arrow.RecordBatch) (encodedEntry, error) {
+	enc, err := encodeEntry(name, t.schema, t.schemaBytes, rec)
+	if err != nil {
+		return enc, err
+	}
+	if int64(len(enc.raw)) > e.opts.MaxEntryBytes {
+		enc.release()
+		return encodedEntry{}, fmt.Errorf("table %q: entry of %d bytes exceeds the limit of %d: %w", name, len(enc.raw), e.opts.MaxEntryBytes, ErrBadRange)
+	}
+	return enc, nil
 }
 
 // Seal implements Log. It is not cancellable once started.

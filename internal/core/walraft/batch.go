@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/hashicorp/raft"
 	"github.com/walctl/walctl/internal/core/errs"
 )
@@ -62,7 +61,7 @@ func (f *fsm) freshAppend(l *raft.Log) (command, bool) {
 		return command{}, false
 	}
 	c, err := decodeCommand(l.Data)
-	return c, err == nil && c.Op == opAppend
+	return c, err == nil && c.Op.isAppend()
 }
 
 func (f *fsm) applyRun(logs []*raft.Log, out []any) {
@@ -122,20 +121,24 @@ func fillErr(out []any, err error) {
 // applied alone, so every replica gets the outcome single appends give. A
 // returned error is local (I/O): the replica stops applying.
 func (f *fsm) applyGroup(ctx context.Context, g *runGroup, out []any) error {
-	recs := make([]arrow.RecordBatch, 0, len(g.cmds))
+	raws := make([][]byte, 0, len(g.cmds))
+	var releases []func()
 	defer func() {
-		for _, r := range recs {
-			r.Release()
+		for _, r := range releases {
+			r()
 		}
 	}()
 	for _, c := range g.cmds {
-		r, err := decodeRecord(c.Payload)
+		raw, release, err := f.entry(ctx, c)
 		if err != nil {
+			if deterministic(err) {
+				return f.applyEach(ctx, g, out)
+			}
 			return err
 		}
-		recs = append(recs, r)
+		raws, releases = append(raws, raw), append(releases, release)
 	}
-	pos, err := f.eng.AppendBatch(ctx, g.key.table, g.key.shard, recs)
+	pos, err := f.eng.AppendEncoded(ctx, g.key.table, g.key.shard, raws)
 	if err == nil {
 		for i, p := range pos {
 			if p != g.before+uint64(i)+1 {
@@ -148,14 +151,53 @@ func (f *fsm) applyGroup(ctx context.Context, g *runGroup, out []any) error {
 	if !deterministic(err) {
 		return err
 	}
-	for i, r := range recs {
-		p, err := f.eng.Append(ctx, g.key.table, g.key.shard, r)
-		if err != nil && !deterministic(err) {
-			return err
+	return f.applyEach(ctx, g, out)
+}
+
+// applyEach applies a run's appends to one shard one at a time, each with
+// its own outcome.
+func (f *fsm) applyEach(ctx context.Context, g *runGroup, out []any) error {
+	for i, c := range g.cmds {
+		r := f.applyAppend(ctx, c)
+		if r.err != nil && !deterministic(r.err) {
+			return r.err
 		}
-		out[g.idx[i]] = result{pos: p, err: err}
+		out[g.idx[i]] = r
 	}
 	return nil
+}
+
+// applyAppend appends one command's record (either payload format).
+func (f *fsm) applyAppend(ctx context.Context, c command) result {
+	raw, release, err := f.entry(ctx, c)
+	if err != nil {
+		return result{err: err}
+	}
+	defer release()
+	pos, err := f.eng.AppendEncoded(ctx, c.Table, c.Shard, [][]byte{raw})
+	if err != nil {
+		return result{err: err}
+	}
+	return result{pos: pos[0]}
+}
+
+// entry is the engine's bytes for append command c: an opAppendEntry's
+// payload as it is, or an opAppend's record stream decoded and encoded as
+// the engine stores it (validated like any append). release frees them.
+func (f *fsm) entry(ctx context.Context, c command) (raw []byte, release func(), err error) {
+	if c.Op == opAppendEntry {
+		return c.Payload, func() {}, nil
+	}
+	rec, err := decodeRecord(c.Payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rec.Release()
+	enc, err := f.eng.Encode(ctx, c.Table, c.Shard, rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return enc.Raw, enc.Release, nil
 }
 
 // lastPosition is the shard's last position (0 with an error for an

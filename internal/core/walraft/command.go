@@ -22,7 +22,16 @@ const (
 	opSeal
 	opAdvance
 	opTrim
+	// opAppendEntry is an append whose payload is the entry as the engine
+	// stores it (wal.Engine.Encode on the leader): every replica stores
+	// those bytes as they are, checked in place, without decoding and
+	// encoding the record again. opAppend (an Arrow IPC stream of the
+	// record) is what earlier versions logged; it is still applied.
+	opAppendEntry
 )
+
+// isAppend tells whether o appends a record (either payload format).
+func (o op) isAppend() bool { return o == opAppend || o == opAppendEntry }
 
 // String names the command kind in errors and logs.
 func (o op) String() string {
@@ -37,6 +46,8 @@ func (o op) String() string {
 		return "advance-epoch"
 	case opTrim:
 		return "trim"
+	case opAppendEntry:
+		return "append-entry"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

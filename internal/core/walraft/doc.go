@@ -65,6 +65,17 @@
 // proposes a Seal; seal and creation times are the proposing leader's
 // clock, carried in the command.
 //
+// An append is logged as the entry the engine stores (opAppendEntry): the
+// leader validates and encodes the record once (wal.Engine.Encode) and
+// every replica, the leader included, hands those bytes to its engine
+// (wal.Engine.AppendEncoded), which checks them in place — one record batch
+// message of the table's schema, arrays valid — without decoding and
+// encoding the record again. Appends logged by earlier versions (opAppend,
+// an Arrow IPC stream of the record) are still applied. A replica of an
+// earlier version stops applying (never skips) at the first opAppendEntry,
+// an unknown command to it: upgrade a group's followers first and its
+// leader last (walctl wal transfer-leader), and never downgrade.
+//
 // Consecutive committed appends are applied as a run (BatchingFSM): one
 // progress record naming the run's raft entries and each shard's last
 // position before it, then each shard's appends in log order through
@@ -78,8 +89,10 @@
 //
 // Every ACKed byte is written twice per replica: once in the raft log, once
 // in the engine's generation files (plus a small progress record per run or
-// command). Each applied batch costs the replica a raft-log fsync, a
-// progress-record fsync and the engine's sync. The engine's files are what publication reads, seals and trims;
+// command). Each applied batch costs the replica a raft-log fdatasync, a
+// progress-record fdatasync (its slots are rewritten in place: no journal
+// commit for a timestamp) and the engine's sync. The engine's files are
+// what publication reads, seals and trims;
 // making the raft log the data log would need the engine to serve reads
 // from the raft log and trims to drive log compaction — later work.
 //

@@ -204,13 +204,8 @@ func (f *fsm) apply(ctx context.Context, c command) result {
 			return result{err: err}
 		}
 		r.info, r.err = f.eng.CreateTable(ctx, c.Table, schema, c.Shards)
-	case opAppend:
-		rec, err := decodeRecord(c.Payload)
-		if err != nil {
-			return result{err: err}
-		}
-		r.pos, r.err = f.eng.Append(ctx, c.Table, c.Shard, rec)
-		rec.Release()
+	case opAppend, opAppendEntry:
+		r = f.applyAppend(ctx, c)
 	case opSeal:
 		r.gen, r.err = f.eng.Seal(ctx, c.Table, c.Shard)
 	case opAdvance:

@@ -43,19 +43,20 @@ func (n *Node) precheck(ctx context.Context, table string, shard int) error {
 	return nil
 }
 
-// checkAppend runs the engine's own validation of rec on the leader, so a
-// record every replica would refuse (unknown table or shard, another
-// schema, too large) never enters the log.
-func (n *Node) checkAppend(ctx context.Context, table string, shard int, rec arrow.RecordBatch) error {
+// encodeAppend validates rec with the engine's own checks on the leader, so
+// a record every replica would refuse (unknown table or shard, another
+// schema, too large) never enters the log, and returns the entry bytes the
+// replicas will store; the caller releases them.
+func (n *Node) encodeAppend(ctx context.Context, table string, shard int, rec arrow.RecordBatch) (wal.Encoded, error) {
 	if err := n.leaderOnly(); err != nil {
-		return err // a lagging follower may not know the table yet: redirect first
+		return wal.Encoded{}, err // a lagging follower may not know the table yet: redirect first
 	}
 	eng, release, err := n.fsm.engine()
 	if err != nil {
-		return err
+		return wal.Encoded{}, err
 	}
 	defer release()
-	return eng.CheckAppend(ctx, table, shard, rec)
+	return eng.Encode(ctx, table, shard, rec)
 }
 
 func (n *Node) localTable(ctx context.Context, table string) (wal.TableInfo, error) {
@@ -72,14 +73,12 @@ func (n *Node) localTable(ctx context.Context, table string) (wal.TableInfo, err
 // with *NotLeaderError before proposal. An ErrOutcomeUnknown failure is
 // never retried here: the entry may be at some position or nowhere.
 func (n *Node) Append(ctx context.Context, table string, shard int, rec arrow.RecordBatch) (uint64, error) {
-	if err := n.checkAppend(ctx, table, shard, rec); err != nil {
-		return 0, err
-	}
-	b, err := encodeRecord(rec)
+	enc, err := n.encodeAppend(ctx, table, shard, rec)
 	if err != nil {
 		return 0, err
 	}
-	res, err := n.propose(ctx, command{Op: opAppend, Table: table, Shard: shard, Payload: b})
+	defer enc.Release()
+	res, err := n.propose(ctx, command{Op: opAppendEntry, Table: table, Shard: shard, Payload: enc.Raw})
 	return res.pos, err
 }
 

@@ -64,15 +64,15 @@ func (f *fsm) resolveRun(logs raft.LogStore) error {
 
 // resolveAppend skips c if it landed before the crash (done) or applies it.
 func (f *fsm) resolveAppend(ctx context.Context, c command, skip map[runKey]uint64) (done bool, err error) {
-	if c.Op != opAppend {
+	if !c.Op.isAppend() {
 		return false, fmt.Errorf("a run holds a %v command: %w", c.Op, errs.ErrCorrupt)
 	}
-	rec, err := decodeRecord(c.Payload)
-	if err != nil {
-		return false, err
+	raw, release, err := f.entry(ctx, c)
+	if err == nil {
+		defer release()
+		err = f.eng.CheckEncoded(ctx, c.Table, c.Shard, raw)
 	}
-	defer rec.Release()
-	if err := f.eng.CheckAppend(ctx, c.Table, c.Shard, rec); err != nil {
+	if err != nil {
 		if deterministic(err) {
 			return false, nil // refused then, refused now
 		}
@@ -85,7 +85,7 @@ func (f *fsm) resolveAppend(ctx context.Context, c command, skip map[runKey]uint
 	}
 	f.clk.set(c.time())
 	defer f.clk.clear()
-	if _, err := f.eng.Append(ctx, c.Table, c.Shard, rec); err != nil && !deterministic(err) {
+	if _, err := f.eng.AppendEncoded(ctx, c.Table, c.Shard, [][]byte{raw}); err != nil && !deterministic(err) {
 		return false, err
 	}
 	return false, nil
