@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,5 +141,32 @@ func TestStalledServerIsUnknownOutcome(t *testing.T) {
 		t.Fatalf("re-read found %q", b)
 	case err != nil && !errors.Is(err, objstore.ErrNotFound):
 		t.Fatalf("re-read after the server resumed: %v", err)
+	}
+}
+
+// Writers starting together probe one new prefix at once: each probe
+// still tells a safe store from an unsafe one (a real server answers a
+// create racing another in a new directory with a conflict now and then).
+func TestConcurrentProbesOfANewPrefix(t *testing.T) {
+	srv := s3server.Start(t, s3server.Options{})
+	for round := range 40 {
+		prefix := "race-" + strconv.Itoa(round)
+		errCh := make(chan error, 6)
+		for range 6 {
+			go func() {
+				s, err := objstore.NewS3(context.Background(), srv.Bucket, prefix, objstore.S3Options{
+					Endpoint: srv.Endpoint, Region: s3server.Region, PathStyle: true, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+				})
+				if err == nil {
+					err = objstore.Probe(context.Background(), s)
+				}
+				errCh <- err
+			}()
+		}
+		for range 6 {
+			if err := <-errCh; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
 	}
 }
