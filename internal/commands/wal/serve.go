@@ -92,13 +92,6 @@ EXIT STATUS
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			if opts.CPUProfile != "" {
-				stop, err := cmdutil.CPUProfile(opts.CPUProfile)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
 			return serveRun(cmd.Context(), opts)
 		},
 	}
@@ -116,6 +109,13 @@ EXIT STATUS
 }
 
 func serveRun(ctx context.Context, opts *ServeOptions) error {
+	if opts.CPUProfile != "" {
+		stop, err := cmdutil.CPUProfile(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	so := walflight.ServeOptions{
 		Server: walflight.ServerOptions{
 			TLSCertFile: opts.TLSCert,

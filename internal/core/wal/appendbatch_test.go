@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // TestAppendBatch: a batch lands at consecutive positions with one call; a
@@ -33,11 +31,7 @@ func TestAppendBatch(t *testing.T) {
 	if len(gens) < 2 {
 		t.Fatalf("a 4 KiB generation limit did not rotate within the batch: %+v", gens)
 	}
-	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, other)
-	b.Field(0).(*array.Int32Builder).Append(1)
-	bad := b.NewRecordBatch()
-	b.Release()
+	bad := int32Record(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil))
 	if _, err := e.AppendBatch(ctx, "t", 0, []arrow.RecordBatch{recs[0], bad}); !errors.Is(err, ErrSchemaMismatch) {
 		t.Fatalf("batch with a foreign record: %v", err)
 	}

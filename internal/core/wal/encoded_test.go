@@ -50,11 +50,7 @@ func TestEncodedEntriesLandAsAppendsDo(t *testing.T) {
 	if gens, _ := replica.Generations(ctx, "t", 0); len(gens) < 2 {
 		t.Fatalf("a 4 KiB generation limit did not rotate within the encoded batch: %+v", gens)
 	}
-	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, other)
-	b.Field(0).(*array.Int32Builder).Append(1)
-	foreign := b.NewRecordBatch()
-	b.Release()
+	foreign := int32Record(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil))
 	defer foreign.Release()
 	if _, err := leader.Encode(ctx, "t", 0, foreign); !errors.Is(err, ErrSchemaMismatch) {
 		t.Fatalf("Encode of another schema: %v", err)
@@ -180,15 +176,20 @@ func rawOf(t *testing.T, e *Engine, rec arrow.RecordBatch) []byte {
 	return bytes.Clone(buf.Bytes()[len(tb.schemaBytes):])
 }
 
-// rawFor is an entry of a one-row record of schema.
-func rawFor(t *testing.T, schema *arrow.Schema) []byte {
-	t.Helper()
+// int32Record is a one-row record of schema, whose fields are all int32.
+func int32Record(schema *arrow.Schema) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
 	for _, f := range b.Fields() {
 		f.(*array.Int32Builder).Append(7)
 	}
-	rec := b.NewRecordBatch()
+	return b.NewRecordBatch()
+}
+
+// rawFor is the entry of a one-row record of schema (all int32 fields).
+func rawFor(t *testing.T, schema *arrow.Schema) []byte {
+	t.Helper()
+	rec := int32Record(schema)
 	defer rec.Release()
 	sb, err := EncodeSchema(schema)
 	if err != nil {

@@ -64,20 +64,12 @@ func (e *Engine) AppendBatch(ctx context.Context, name string, shard int, recs [
 	return s.appendAll(raws)
 }
 
-// CheckAppend tells whether Append would accept rec for the shard, without
-// writing anything: the same validation, the same errors.
+// CheckAppend tells whether Append would accept rec for the shard,
+// without writing anything: the same validation, the same errors.
 func (e *Engine) CheckAppend(ctx context.Context, name string, shard int, rec arrow.RecordBatch) error {
-	if err := e.enter(ctx); err != nil {
-		return err
-	}
-	defer e.life.RUnlock()
-	t, _, err := e.shard(name, shard)
-	if err != nil {
-		return err
-	}
-	_, release, err := e.encodeAll(name, t, []arrow.RecordBatch{rec})
+	enc, err := e.Encode(ctx, name, shard, rec)
 	if err == nil {
-		release()
+		enc.Release()
 	}
 	return err
 }
