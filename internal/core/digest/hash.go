@@ -173,15 +173,7 @@ func appendValue(b []byte, arr arrow.Array, i int) []byte {
 // a float32 child (an embedding) without a type switch per element.
 func appendValues(b []byte, child arrow.Array, start, end int) []byte {
 	if f, ok := child.(*array.Float32); ok && f.NullN() == 0 {
-		// 1 and the value's 8 bytes per element, laid out in place.
-		n := len(b)
-		b = slices.Grow(b, 9*(end-start))[:n+9*(end-start)]
-		for k, v := range f.Float32Values()[start:end] {
-			o := n + 9*k
-			b[o] = 1
-			binary.LittleEndian.PutUint64(b[o+1:], uint64(math.Float32bits(v)))
-		}
-		return b
+		return appendFloat32s(b, f.Float32Values()[start:end])
 	}
 	if f, ok := child.(*array.Float32); ok {
 		vals := f.Float32Values()
@@ -196,6 +188,30 @@ func appendValues(b []byte, child arrow.Array, start, end int) []byte {
 	}
 	for j := start; j < end; j++ {
 		b = appendValue(b, child, j)
+	}
+	return b
+}
+
+// appendFloat32s appends 1 and the value's 8 little-endian bytes for each
+// of vals (the canonical bytes of float32 elements without nulls), laid out
+// in place two elements (18 bytes) at a time: the four value bytes are
+// followed by four zero bytes, so a pair is two 8-byte stores and two zero
+// bytes, with one bounds check.
+func appendFloat32s(b []byte, vals []float32) []byte {
+	n := len(b)
+	b = slices.Grow(b, 9*len(vals))[:n+9*len(vals)]
+	dst := b[n:]
+	k := 0
+	for ; k+1 < len(vals); k += 2 {
+		d := dst[9*k : 9*k+18 : 9*k+18]
+		binary.LittleEndian.PutUint64(d[0:8], 1|uint64(math.Float32bits(vals[k]))<<8)
+		binary.LittleEndian.PutUint64(d[8:16], 1<<8|uint64(math.Float32bits(vals[k+1]))<<16)
+		d[16], d[17] = 0, 0
+	}
+	if k < len(vals) {
+		d := dst[9*k : 9*k+9 : 9*k+9]
+		d[0] = 1
+		binary.LittleEndian.PutUint64(d[1:9], uint64(math.Float32bits(vals[k])))
 	}
 	return b
 }

@@ -1,6 +1,9 @@
 package digest
 
 import (
+	"bytes"
+	"encoding/binary"
+	"math"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -70,5 +73,21 @@ func TestRowHashIsStable(t *testing.T) {
 	const want = 0x482e17d5a8c6e818
 	if got != want {
 		t.Fatalf("row hash %#x, recorded digests were made with %#x", got, uint64(want))
+	}
+}
+
+// appendFloat32s lays out, pair by pair, exactly the bytes one element at
+// a time would (1, then the value's bits as 8 little-endian bytes), for
+// even and odd lengths, after a prefix.
+func TestAppendFloat32sMatchesOneByOne(t *testing.T) {
+	vals := []float32{1.5, -0, float32(math.Inf(-1)), math.MaxFloat32, 3e-39, -7.25, 0.1}
+	for n := 0; n <= len(vals); n++ {
+		want := []byte{0xaa}
+		for _, v := range vals[:n] {
+			want = binary.LittleEndian.AppendUint64(append(want, 1), uint64(math.Float32bits(v)))
+		}
+		if got := appendFloat32s([]byte{0xaa}, vals[:n]); !bytes.Equal(got, want) {
+			t.Fatalf("%d values: %x, want %x", n, got, want)
+		}
 	}
 }
