@@ -294,16 +294,26 @@ func (tr *trio) processStarts() map[string]int {
 	return out
 }
 
-// waitIdle waits until no table has an active catch-up.
+// waitIdle waits until no table has an active catch-up and none has been
+// admitted for three scan intervals (a retry backs off at most 2s here), so
+// the leader's scan ran while idle and found no backlog to admit: a table
+// loaded during its catch-up is admitted again by the next scan after that
+// one ends, so one idle moment is not the end.
 func (tr *trio) waitIdle() {
 	tr.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
+	var idleSince time.Time
 	for {
 		l, err := tr.store.List(tr.ctx)
 		if err != nil {
 			tr.t.Fatal(err)
 		}
-		if len(l.Reservations) == 0 {
+		switch {
+		case len(l.Reservations) != 0:
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		case time.Since(idleSince) > 3*tr.scanInterval:
 			return
 		}
 		if time.Now().After(deadline) {
