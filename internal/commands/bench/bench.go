@@ -52,6 +52,7 @@ type WALOptions struct {
 func NewCmdWAL(f *cmdutil.Factory, runF func(context.Context, *WALOptions) error) *cobra.Command {
 	opts := &WALOptions{out: out{ErrOut: f.IOStreams.ErrOut, Print: f.Print}}
 	var entry, perRun, dd int
+	var trim bool
 	cmd := &cobra.Command{
 		Use:   "wal [--dir D] [--producers 1,4,16]",
 		Short: "Durable append throughput and ACK latency beside the disk's dd fdatasync bandwidth",
@@ -63,6 +64,11 @@ dd measured right around it (shared disks drift). Each producer appends one
 untimed batch first (warm-up), and every measurement starts after sync(2), so
 none pays for the one before. Scratch files are removed.
 
+Sealed generations are trimmed as they seal, as a publication keeping up
+would, and the WAL writes new generations over the trimmed ones' files, as
+it does in service: that steady state is what is measured. --trim=false
+measures a WAL nobody trims (every generation in new files).
+
 With --replicas N, the same producer counts also run against a replicated
 group of N 'wal serve' processes on this disk (started, grouped and stopped
 by the benchmark), through the group client: ACKed MiB/s, p50/p99 ACK
@@ -73,10 +79,10 @@ FILE.p<producers>.r<replica> (read it with go tool pprof).
 
 EXIT STATUS
   0 measured, 2 bad flags, 5 the disk, a replica or the group failed.`,
-		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json\n  walctl bench wal --replicas 3 --mib-per-run 256 --dd-mib 256\n  walctl bench wal --replicas 3 --producers 16 --cpuprofile /tmp/replica.pprof",
+		Example: "  walctl bench wal\n  walctl bench wal --dir /var/lib/walctl --producers 16 --output json\n  walctl bench wal --replicas 3 --mib-per-run 256 --dd-mib 256\n  walctl bench wal --producers 1 --trim=false\n  walctl bench wal --replicas 3 --producers 16 --cpuprofile /tmp/replica.pprof",
 		Args:    cmdutil.ExactArgs(0, "bench wal takes no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Config = walbench.Config{Dir: opts.Dir, Producers: opts.Producers, EntryBytes: entry, BytesPerRun: int64(perRun) << 20, DDMiB: dd}
+			opts.Config = walbench.Config{Dir: opts.Dir, Producers: opts.Producers, EntryBytes: entry, BytesPerRun: int64(perRun) << 20, DDMiB: dd, NoTrim: !trim}
 			opts.DataDir = f.Global().DataDir
 			if opts.Replicas < 0 || opts.Replicas == 2 || opts.Replicas > 7 {
 				return cmdutil.FlagErrorf("--replicas must be 0 (off), 1 or 3 to 7, not %d", opts.Replicas)
@@ -102,6 +108,7 @@ EXIT STATUS
 	cmd.Flags().IntVar(&entry, "entry-bytes", 1<<20, "bytes per appended record batch")
 	cmd.Flags().IntVar(&perRun, "mib-per-run", 512, "MiB appended per producer count")
 	cmd.Flags().IntVar(&dd, "dd-mib", 512, "MiB written by each dd measurement")
+	cmd.Flags().BoolVar(&trim, "trim", true, "trim sealed generations as they seal (the steady state); false: nobody trims")
 	cmd.Flags().IntVar(&opts.Replicas, "replicas", 0, "also measure a replicated group of this many wal serve processes (3 or 5)")
 	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "with --replicas: each replica writes a CPU profile of its run to FILE.p<producers>.r<replica>")
 	return cmd

@@ -260,14 +260,21 @@ func runReplicated(ctx context.Context, cfg Config, entry, producers int) (Run, 
 		return Run{}, err
 	}
 	recs := make([]interface{ Release() }, 0, producers)
-	run := Run{Mode: "replicated", RunResult: walbench.RunResult{Producers: producers}}
+	run := Run{Mode: "replicated", RunResult: walbench.RunResult{Producers: producers, Trimmed: !cfg.NoTrim}}
 	before := make([]int64, len(reps))
 	for i, r := range reps {
 		if before[i], err = r.writeBytes(); err != nil {
 			return run, err
 		}
 	}
+	stopTrim := func() error { return nil }
+	if !cfg.NoTrim {
+		stopTrim = walbench.TrimSealed(ctx, c)
+	}
 	lat, secs, err := produce(ctx, c, cfg, entry, producers, &recs)
+	if terr := stopTrim(); err == nil {
+		err = terr
+	}
 	for _, r := range recs {
 		r.Release()
 	}

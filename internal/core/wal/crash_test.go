@@ -10,6 +10,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 // TestCrashDuringConcurrentAppends SIGKILLs a process that appends from
@@ -25,29 +28,43 @@ func TestCrashDuringConcurrentAppends(t *testing.T) {
 	for _, tc := range []struct {
 		producers int
 		genBytes  int64
-	}{{4, 32 << 10}, {16, 2 << 10}} {
-		t.Run(fmt.Sprintf("producers=%d/generation=%d", tc.producers, tc.genBytes), func(t *testing.T) {
-			testCrash(t, tc.producers, tc.genBytes)
+		trim      bool
+	}{{4, 32 << 10, false}, {16, 2 << 10, false}, {4, 32 << 10, true}, {16, 2 << 10, true}} {
+		t.Run(fmt.Sprintf("producers=%d/generation=%d/trim=%v", tc.producers, tc.genBytes, tc.trim), func(t *testing.T) {
+			testCrash(t, tc.producers, tc.genBytes, tc.trim)
 		})
 	}
 }
 
-func testCrash(t *testing.T, producers int, genBytes int64) {
+// testCrash SIGKILLs a child appending with producers (and, with trim,
+// trimming sealed generations as they appear, so that new generations are
+// written over recycled files), then checks that every acknowledged entry
+// after the trimmed-through position is there, byte for byte, that
+// positions are dense, and that no entry shows up at a position other than
+// the one it was acknowledged at (a recycled file's leftover taken for an
+// entry would).
+func testCrash(t *testing.T, producers int, genBytes int64, trim bool) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashDuringConcurrentAppends$")
 	cmd.Env = append(os.Environ(), "WAL_TEST_CRASH="+dir,
-		fmt.Sprintf("WAL_TEST_CRASH_PRODUCERS=%d", producers), fmt.Sprintf("WAL_TEST_CRASH_GEN=%d", genBytes))
+		fmt.Sprintf("WAL_TEST_CRASH_PRODUCERS=%d", producers), fmt.Sprintf("WAL_TEST_CRASH_GEN=%d", genBytes),
+		fmt.Sprintf("WAL_TEST_CRASH_TRIM=%v", trim))
 	cmd.Stderr = os.Stderr
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	acked := map[uint64]int64{}
+	acked, ackedAt := map[uint64]int64{}, map[int64]uint64{}
 	overlap := producers < 16 // only the many-producer case must overlap rotations
+	recycled := 0
 	sc := bufio.NewScanner(out)
-	for sc.Scan() && (len(acked) < 300 || !overlap) && len(acked) < 100_000 {
-		if sc.Text() == "rotations-overlap" {
+	for sc.Scan() && (len(acked) < 300 || !overlap || trim && recycled < 20) && len(acked) < 100_000 {
+		switch sc.Text() {
+		case "rotations-overlap":
 			overlap = true
+			continue
+		case "recycled":
+			recycled++
 			continue
 		}
 		var pos uint64
@@ -58,21 +75,35 @@ func testCrash(t *testing.T, producers int, genBytes int64) {
 		if prev, dup := acked[pos]; dup {
 			t.Fatalf("position %d acknowledged twice (ids %d and %d)", pos, prev, id)
 		}
-		acked[pos] = id
+		acked[pos], ackedAt[id] = id, pos
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if len(acked) < 300 || !overlap {
-		t.Fatalf("child acknowledged only %d entries (rotations overlapped: %v)", len(acked), overlap)
+	if len(acked) < 300 || !overlap || trim && recycled < 20 {
+		t.Fatalf("child acknowledged only %d entries (rotations overlapped: %v, generations over recycled files: %d)", len(acked), overlap, recycled)
 	}
 
 	e := openTest(t, dir, Options{MaxGenerationBytes: genBytes})
-	var want uint64 = 1
-	err := e.Read(context.Background(), "t", 0, 1, 0, func(en Entry) error {
+	st, err := e.Stats(context.Background(), "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed := st.Shards[0].TrimmedThrough
+	for p := range acked {
+		if p <= trimmed {
+			delete(acked, p)
+		}
+	}
+	want := trimmed + 1
+	err = e.Read(context.Background(), "t", 0, want, 0, func(en Entry) error {
 		if en.Position != want {
 			return fmt.Errorf("position %d after %d", en.Position, want-1)
 		}
 		want++
+		id := en.Record.Column(0).(*array.Int64).Value(0)
+		if at, ok := ackedAt[id]; ok && at != en.Position {
+			return fmt.Errorf("position %d holds entry %d, acknowledged at position %d", en.Position, id, at)
+		}
 		if ackID, ok := acked[en.Position]; ok {
 			rec := testRecord(t, ackID, 20)
 			defer rec.Release()
@@ -123,6 +154,14 @@ func crashChild(dir string) {
 			once.Do(func() { fmt.Println("rotations-overlap") })
 		}
 	}
+	var mu sync.Mutex
+	w := bufio.NewWriter(os.Stdout)
+	testHookRecycled = func() {
+		mu.Lock()
+		fmt.Fprintln(w, "recycled")
+		w.Flush()
+		mu.Unlock()
+	}
 	e, err := Open(dir, Options{MaxGenerationBytes: genBytes, MaxGenerationAge: -1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -131,8 +170,9 @@ func crashChild(dir string) {
 	if _, err := e.CreateTable(context.Background(), "t", testSchema, 1); err != nil {
 		os.Exit(3)
 	}
-	var mu sync.Mutex
-	w := bufio.NewWriter(os.Stdout)
+	if os.Getenv("WAL_TEST_CRASH_TRIM") == "true" {
+		go trimSealed(e)
+	}
 	var wg sync.WaitGroup
 	for g := 0; g < producers; g++ {
 		wg.Add(1)
@@ -155,4 +195,28 @@ func crashChild(dir string) {
 		}(g)
 	}
 	wg.Wait()
+}
+
+// trimSealed trims, every millisecond, all sealed generations but the last
+// two, as a publisher keeping up would.
+func trimSealed(e *Engine) {
+	for ; ; time.Sleep(time.Millisecond) {
+		gens, err := e.Generations(context.Background(), "t", 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(5)
+		}
+		var sealed []Generation
+		for _, g := range gens {
+			if g.Sealed {
+				sealed = append(sealed, g)
+			}
+		}
+		if len(sealed) > 2 {
+			if _, err := e.Trim(context.Background(), "t", 0, sealed[len(sealed)-3].Last, 0); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(5)
+			}
+		}
+	}
 }

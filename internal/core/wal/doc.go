@@ -12,6 +12,7 @@
 //	<dir>/tables/<name>/shard-NNNN/trimmed     trimmed-through position, decimal
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.arrows  entries as an Arrow IPC stream
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.idx     index: header, one record per entry, seal record
+//	<dir>/tables/<name>/shard-NNNN/recycled-<first>.*  a trimmed generation's files, kept for reuse (recycle_gen.go)
 //	<dir>/quarantine/<name>/shard-NNNN/gen-<first>-<time>/  a quarantined generation's files and AUDIT.json
 //
 // <first> is the 20-digit position of the generation's first entry. Counter
@@ -93,7 +94,9 @@
 //
 // AdvanceEpoch is a compare-and-swap under a per-table lock, made durable
 // before it returns. Trim checks the epoch under the same lock, records the
-// new trimmed-through position durably, then deletes the generations wholly
-// at or below it (in the background; Close waits for the deletions); an Open
-// after a crash deletes any such leftovers.
+// new trimmed-through position durably, then, in the background (Close
+// waits), keeps the files of up to Options.RecycledGenerations of the
+// generations wholly at or below it for the next generations to be written
+// over (recycle_gen.go) and deletes the others; an Open after a crash
+// deletes any leftovers of trimmed generations.
 package wal

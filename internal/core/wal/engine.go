@@ -25,6 +25,9 @@ const (
 	DefaultMaxGenerationBytes = 8 << 20
 	DefaultMaxGenerationAge   = 10 * time.Second
 	DefaultMaxEntryBytes      = 256 << 20
+	// DefaultRecycledGenerations is how many trimmed generations' files
+	// each shard keeps to write the next generations over (recycle_gen.go).
+	DefaultRecycledGenerations = 2
 )
 
 // Options configure an Engine. The zero value gives the defaults.
@@ -43,6 +46,10 @@ type Options struct {
 	// open (their index structure is still checked; reads always verify).
 	// The open generation is always checked entry by entry.
 	QuickOpen bool
+	// RecycledGenerations is how many trimmed generations' files each
+	// shard keeps for reuse. Default DefaultRecycledGenerations; negative
+	// keeps none.
+	RecycledGenerations int
 	// Clock drives age sealing; default the real clock.
 	Clock clock.Clock
 	// Logger receives recovery and sealing events; default slog.Default().

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,12 +16,13 @@ import (
 
 // Index records are fixed 32-byte little-endian records:
 //
-//	kind u32 | crc u32 | a u64 | b u64 | reserved u32 | self u32
+//	kind u32 | crc u32 | a u64 | b u64 | salt u32 | self u32
 //
 // where self is the CRC32C of the first 28 bytes. Kinds:
 //
 //	header: a = first position, b = creation time (unix ns), crc = CRC32C of
-//	        the schema prefix of the data file
+//	        the schema prefix of the data file; kind "WAL2" (salted), or
+//	        "WAL1" written before generation files were recycled (salt 0)
 //	entry:  a = offset in the data file, b = length, crc = CRC32C of the bytes
 //	seal:   a = final data file size (with end-of-stream), b = seal time
 //	synced: a = highest position already durable when it was written
@@ -28,12 +30,21 @@ import (
 // A synced record is written with the first entry after each group sync. It
 // lets recovery tell a torn tail (entries never acknowledged) from damage to
 // acknowledged entries of the open generation, which is reported, not cut.
+//
+// Every record of a generation carries the salt of its header, a random
+// number drawn when the generation is created. Generation files are
+// recycled (recycle_gen.go): a new generation may overwrite the files of a
+// trimmed one, whose records still follow the new ones until overwritten.
+// A record that passes its checksum with another salt is such a leftover:
+// the generation's index ends before it (liveIndex). An index without a
+// salt (WAL1) was never written over another.
 const (
-	recSize    = 32
-	kindHeader = 0x57414c31 // "WAL1"
-	kindEntry  = 2
-	kindSeal   = 3
-	kindSynced = 4
+	recSize     = 32
+	kindHeader  = 0x57414c31 // "WAL1": no salt
+	kindHeader2 = 0x57414c32 // "WAL2": salted
+	kindEntry   = 2
+	kindSeal    = 3
+	kindSynced  = 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -43,6 +54,7 @@ func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 type idxRec struct {
 	kind, crc uint32
 	a, b      uint64
+	salt      uint32
 }
 
 func (r idxRec) marshal() []byte {
@@ -51,6 +63,7 @@ func (r idxRec) marshal() []byte {
 	binary.LittleEndian.PutUint32(buf[4:], r.crc)
 	binary.LittleEndian.PutUint64(buf[8:], r.a)
 	binary.LittleEndian.PutUint64(buf[16:], r.b)
+	binary.LittleEndian.PutUint32(buf[24:], r.salt)
 	binary.LittleEndian.PutUint32(buf[28:], crc32c(buf[:28]))
 	return buf[:]
 }
@@ -64,7 +77,27 @@ func unmarshalRec(b []byte) (idxRec, bool) {
 		crc:  binary.LittleEndian.Uint32(b[4:]),
 		a:    binary.LittleEndian.Uint64(b[8:]),
 		b:    binary.LittleEndian.Uint64(b[16:]),
+		salt: binary.LittleEndian.Uint32(b[24:]),
 	}, true
+}
+
+func isHeader(kind uint32) bool { return kind == kindHeader || kind == kindHeader2 }
+
+// liveIndex returns the records of index b that belong to its generation:
+// those before the first one that passes its checksum with a salt other
+// than the header's (left by the trimmed generation whose files were
+// recycled). An index without a valid header is returned whole.
+func liveIndex(b []byte) []byte {
+	hdr, ok := unmarshalRec(b)
+	if !ok || !isHeader(hdr.kind) {
+		return b
+	}
+	for i := recSize; i+recSize <= len(b); i += recSize {
+		if r, ok := unmarshalRec(b[i:]); ok && r.salt != hdr.salt {
+			return b[:i]
+		}
+	}
+	return b
 }
 
 // entryMeta locates one entry in its generation's data file.
@@ -77,10 +110,15 @@ type entryMeta struct {
 // gen is one generation of a shard. Entries are appended to ents under the
 // shard mutex and never modified, so a reader may keep a copy of the slice.
 type gen struct {
-	first    uint64
-	ents     []entryMeta
-	size     int64 // data file bytes (schema, entries, and EOS once sealed)
-	idxSize  int64
+	first   uint64
+	salt    uint32 // of every index record (0 in a WAL1 generation)
+	ents    []entryMeta
+	size    int64 // data file bytes (schema, entries, and EOS once sealed)
+	idxSize int64
+	// recycled is set when the files were a trimmed generation's: they
+	// may be longer than what this generation wrote, and are cut to it
+	// when it is sealed.
+	recycled bool
 	sealed   bool
 	sealedAt time.Time
 	openedAt time.Time
@@ -95,24 +133,20 @@ func genName(first uint64) string { return fmt.Sprintf("gen-%020d", first) }
 
 func (g *gen) last() uint64 { return g.first + uint64(len(g.ents)) - 1 }
 
-// newGen creates the files of a new open generation and writes their
-// headers. The caller syncs them, and the directory, before writing entries
-// (see shard.rotateLocked).
-func newGen(dir string, first uint64, schemaBytes []byte, now time.Time) (*gen, error) {
-	g := &gen{first: first, openedAt: now,
+// newGen creates the files of a new open generation, or takes over the
+// files of a trimmed one (reuse, when not nil), and writes their headers.
+// The caller syncs them, and the directory, before writing entries (see
+// shard.rotateLocked).
+func newGen(dir string, first uint64, schemaBytes []byte, now time.Time, reuse *recycled) (*gen, error) {
+	g := &gen{first: first, openedAt: now, salt: newSalt(reuse),
 		dataPath: filepath.Join(dir, genName(first)+".arrows"),
 		idxPath:  filepath.Join(dir, genName(first)+".idx")}
-	var err error
-	if g.data, err = os.OpenFile(g.dataPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+	if err := g.openFiles(reuse); err != nil {
 		return nil, err
 	}
-	if g.idx, err = os.OpenFile(g.idxPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
-		g.data.Close()
-		os.Remove(g.dataPath)
-		return nil, err
-	}
-	hdr := idxRec{kind: kindHeader, crc: crc32c(schemaBytes), a: first, b: uint64(now.UnixNano())}.marshal()
-	if _, err = g.data.WriteAt(schemaBytes, 0); err == nil {
+	hdr := idxRec{kind: kindHeader2, crc: crc32c(schemaBytes), a: first, b: uint64(now.UnixNano()), salt: g.salt}.marshal()
+	_, err := g.data.WriteAt(schemaBytes, 0)
+	if err == nil {
 		_, err = g.idx.WriteAt(hdr, 0)
 	}
 	if err != nil {
@@ -121,6 +155,43 @@ func newGen(dir string, first uint64, schemaBytes []byte, now time.Time) (*gen, 
 	}
 	g.size, g.idxSize = int64(len(schemaBytes)), recSize
 	return g, nil
+}
+
+// newSalt draws a generation's salt: never 0 (a WAL1 index's) nor the salt
+// of the index it overwrites.
+func newSalt(reuse *recycled) uint32 {
+	for {
+		s := rand.Uint32()
+		if s != 0 && (reuse == nil || s != reuse.salt) {
+			return s
+		}
+	}
+}
+
+// openFiles creates g's files, or renames reuse's files to g's names.
+func (g *gen) openFiles(reuse *recycled) error {
+	flag := os.O_RDWR | os.O_CREATE | os.O_EXCL
+	if reuse != nil {
+		flag = os.O_RDWR
+		if err := os.Rename(reuse.base+".arrows", g.dataPath); err != nil {
+			return err
+		}
+		if err := os.Rename(reuse.base+".idx", g.idxPath); err != nil {
+			os.Remove(g.dataPath)
+			return err
+		}
+		g.recycled = true
+	}
+	var err error
+	if g.data, err = os.OpenFile(g.dataPath, flag, 0o644); err != nil {
+		return err
+	}
+	if g.idx, err = os.OpenFile(g.idxPath, flag, 0o644); err != nil {
+		g.data.Close()
+		os.Remove(g.dataPath)
+		return err
+	}
+	return nil
 }
 
 func (g *gen) closeFiles() {

@@ -43,6 +43,10 @@ type tailCut struct {
 	dataBytes  int64  // bytes cut from the data file
 	idxRecords int    // whole index records cut
 	why        string // the first invalid thing found
+	// leftovers is set when the files were a trimmed generation's and
+	// every record of this one was intact: what was cut is the old
+	// generation's leftovers (and at most an unfinished append).
+	leftovers bool
 }
 
 // idxEvidence reads what an index file proves about acknowledgements: the
@@ -65,7 +69,8 @@ func idxEvidence(b []byte) (synced uint64, sealed bool) {
 
 // genParts is what loadGen reads of one generation.
 type genParts struct {
-	idx      []byte
+	idx      []byte // its live records (liveIndex)
+	idxLen   int64  // the index file's length
 	data     *os.File
 	dataSize int64
 }
@@ -93,6 +98,8 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, la
 	if gf.idx, err = os.ReadFile(g.idxPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, tailCut{}, err
 	}
+	gf.idxLen = int64(len(gf.idx))
+	gf.idx = liveIndex(gf.idx)
 	if gf.data, err = os.Open(g.dataPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, tailCut{}, err
 	}
@@ -108,7 +115,7 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, la
 	hdr, ok := unmarshalRec(gf.idx)
 	if ok && gf.data != nil {
 		prefix := make([]byte, len(schemaBytes))
-		ok = readFull(gf.data, prefix, 0) == nil && hdr.kind == kindHeader && hdr.a == first &&
+		ok = readFull(gf.data, prefix, 0) == nil && isHeader(hdr.kind) && hdr.a == first &&
 			hdr.crc == crc32c(schemaBytes) && string(prefix) == string(schemaBytes)
 	}
 	if !ok || gf.data == nil {
@@ -117,7 +124,7 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, la
 		}
 		return nil, tailCut{}, corruptAt(g.idxPath, 0, first, "generation header or schema prefix invalid")
 	}
-	g.openedAt = time.Unix(0, int64(hdr.b))
+	g.openedAt, g.salt = time.Unix(0, int64(hdr.b)), hdr.salt
 	return checkGen(g, gf, schemaBytes, verify, max(laterAcked, synced), now)
 }
 
@@ -227,12 +234,13 @@ func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64
 	if bad != nil {
 		cut.why = bad.Error()
 	}
+	cut.leftovers = bad == nil && gf.idxLen > int64(len(gf.idx))
 	for i := max(badRec, 1); badRec >= 0 && i < nFull; i++ {
 		if r, ok := unmarshalRec(gf.idx[i*recSize:]); !ok || r.kind == kindEntry {
 			cut.entries++ // an unreadable record may have been an entry's
 		}
 	}
-	if gf.dataSize != g.size || int64(len(gf.idx)) != g.idxSize {
+	if gf.dataSize != g.size || gf.idxLen != g.idxSize {
 		if err := truncateGen(g); err != nil {
 			return nil, tailCut{}, err
 		}
@@ -278,7 +286,7 @@ func finishSeal(g *gen, off, dataSize int64, consumed int, data *os.File, now ti
 		return err
 	}
 	defer f.Close()
-	rec := idxRec{kind: kindSeal, a: uint64(dataSize), b: uint64(now.UnixNano())}.marshal()
+	rec := idxRec{kind: kindSeal, a: uint64(dataSize), b: uint64(now.UnixNano()), salt: g.salt}.marshal()
 	if _, err := f.WriteAt(rec, int64(1+consumed)*recSize); err != nil {
 		return err
 	}

@@ -203,6 +203,7 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 		return s.trimmed, fmt.Errorf("table %q shard %d: record trim through %d: %v: %w", name, shard, newTrim, err, ErrIO)
 	}
 	s.trimmed = newTrim
+	after := s.readSeq
 	dropped := s.gens[:n]
 	s.gens = append([]*gen(nil), s.gens[n:]...)
 	// The trim is recorded and no call can reach the dropped generations
@@ -211,16 +212,21 @@ func (e *Engine) Trim(ctx context.Context, name string, shard int, through, epoc
 	// for). Close waits for the deletions; leftovers of a crash are removed
 	// by the next Open.
 	e.removers.Add(1)
-	go e.removeTrimmed(s.dir, dropped)
+	go e.removeTrimmed(s, dropped, after)
 	return newTrim, nil
 }
 
-// removeTrimmed deletes the files of trimmed generations, then syncs their
-// shard directory once. A failure only leaves files the next Open deletes
-// (the trimmed-through position is already durable).
-func (e *Engine) removeTrimmed(dir string, dropped []*gen) {
+// removeTrimmed keeps the files of trimmed generations for reuse, up to the
+// shard's cap, and deletes the others, then syncs their shard directory
+// once. A failure only leaves files the next Open deletes (the
+// trimmed-through position is already durable).
+func (e *Engine) removeTrimmed(s *shard, dropped []*gen, after uint64) {
 	defer e.removers.Done()
+	dir := s.dir
 	for _, g := range dropped {
+		if s.keepTrimmed(g, after) {
+			continue
+		}
 		for _, p := range []string{g.idxPath, g.dataPath} {
 			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 				e.opts.Logger.Warn("wal: removing trimmed generation", "file", p, "err", err)
@@ -297,10 +303,11 @@ func (e *Engine) Read(ctx context.Context, name string, shard int, from, to uint
 	if err != nil {
 		return err
 	}
-	spans, from, to, err := s.plan(from, to)
+	spans, from, to, ticket, err := s.plan(from, to)
 	if err != nil || from > to {
 		return err
 	}
+	defer s.endRead(ticket)
 	for _, sp := range spans {
 		if err := func() error {
 			f, err := os.Open(sp.path)
@@ -348,35 +355,37 @@ func (e *Engine) Read(ctx context.Context, name string, shard int, from, to uint
 }
 
 // plan checks a read range and snapshots the generations it covers.
-func (s *shard) plan(from, to uint64) ([]readSpan, uint64, uint64, error) {
+//
+// A plan that returns spans registers a read (recycle_gen.go): the caller
+// ends it with endRead(ticket).
+func (s *shard) plan(from, to uint64) (spans []readSpan, _, _, ticket uint64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if to == 0 {
 		if s.frozen != nil {
-			return nil, 0, 0, s.frozen
+			return nil, 0, 0, 0, s.frozen
 		}
 		to = s.synced
 		if from == s.synced+1 {
-			return nil, from, to, nil // nothing new: an empty read
+			return nil, from, to, 0, nil // nothing new: an empty read
 		}
 	}
 	switch {
 	case from == 0 || from > to:
-		return nil, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, ErrBadRange)
+		return nil, 0, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, ErrBadRange)
 	case from <= s.trimmed:
-		return nil, 0, 0, fmt.Errorf("table %q shard %d: read from %d, but positions through %d are trimmed: %w", s.t.name, s.id, from, s.trimmed, ErrTrimmed)
+		return nil, 0, 0, 0, fmt.Errorf("table %q shard %d: read from %d, but positions through %d are trimmed: %w", s.t.name, s.id, from, s.trimmed, ErrTrimmed)
 	}
 	for _, h := range s.holes {
 		// Nothing past damage is served: a reader must not skip it.
 		if h.rep.First <= to {
-			return nil, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, h.rep.err())
+			return nil, 0, 0, 0, fmt.Errorf("table %q shard %d: read %d..%d: %w", s.t.name, s.id, from, to, h.rep.err())
 		}
 	}
 	switch {
 	case to > s.synced:
-		return nil, 0, 0, fmt.Errorf("table %q shard %d: read through %d, but the last position is %d: %w", s.t.name, s.id, to, s.synced, ErrBeyondEnd)
+		return nil, 0, 0, 0, fmt.Errorf("table %q shard %d: read through %d, but the last position is %d: %w", s.t.name, s.id, to, s.synced, ErrBeyondEnd)
 	}
-	var spans []readSpan
 	for _, g := range s.gens {
 		n := len(g.ents)
 		if n == 0 || g.first > to || g.first+uint64(n)-1 < from {
@@ -384,5 +393,8 @@ func (s *shard) plan(from, to uint64) ([]readSpan, uint64, uint64, error) {
 		}
 		spans = append(spans, readSpan{path: g.dataPath, first: g.first, ents: g.ents[:n:n]})
 	}
-	return spans, from, to, nil
+	if len(spans) > 0 {
+		ticket = s.startRead()
+	}
+	return spans, from, to, ticket, nil
 }

@@ -267,6 +267,7 @@ func (s *shard) quarantineTarget(req QuarantineRequest) (QuarantineRecord, *gen,
 // it vouches for, whichever is higher.
 func (s *shard) positionBound(first uint64) uint64 {
 	b, _ := os.ReadFile(filepath.Join(s.dir, genName(first)+".idx"))
+	b = liveIndex(b)
 	synced, _ := idxEvidence(b)
 	return max(first+uint64(max(len(b)/recSize-1, 1))-1, synced)
 }

@@ -50,8 +50,11 @@ func (e *Engine) recoverShard(s *shard) error {
 	if err != nil {
 		return err
 	}
-	order, err := listGens(s.dir)
+	order, kept, err := listGens(s.dir)
 	if err != nil {
+		return err
+	}
+	if err := s.loadRecycled(kept); err != nil {
 		return err
 	}
 	if order, err = dropEmptyLast(s.dir, order); err != nil {
@@ -93,7 +96,7 @@ func dropEmptyLast(dir string, order []uint64) ([]uint64, error) {
 		return order, nil
 	}
 	base := filepath.Join(dir, genName(order[n-1]))
-	if st, err := os.Stat(base + ".idx"); err != nil || st.Size() < 2*recSize {
+	if b, err := os.ReadFile(base + ".idx"); err != nil || len(liveIndex(b)) < 2*recSize {
 		if err := removeGenFiles(dir, base); err != nil {
 			return nil, err
 		}
@@ -221,7 +224,7 @@ func ackEvidence(dir string, order []uint64) []uint64 {
 	out := make([]uint64, len(order)+1)
 	for i := len(order) - 1; i >= 0; i-- {
 		b, _ := os.ReadFile(filepath.Join(dir, genName(order[i])+".idx"))
-		synced, sealed := idxEvidence(b)
+		synced, sealed := idxEvidence(liveIndex(b))
 		if sealed {
 			synced = max(synced, order[i])
 		}
@@ -231,19 +234,22 @@ func ackEvidence(dir string, order []uint64) []uint64 {
 }
 
 // listGens returns the first positions of a shard directory's generations,
-// ascending, after removing unfinished temporary files.
-func listGens(dir string) ([]uint64, error) {
+// ascending, after removing unfinished temporary files, and the base names
+// of the trimmed generations kept for reuse (with how many of their two
+// files exist).
+func listGens(dir string) ([]uint64, map[string]int, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	firsts := map[uint64]bool{}
+	kept := map[string]int{}
 	removed := false
 	for _, de := range des {
 		n := de.Name()
 		if strings.HasPrefix(n, ".tmp-") {
 			if err := os.Remove(filepath.Join(dir, n)); err != nil && !os.IsNotExist(err) {
-				return nil, err
+				return nil, nil, err
 			}
 			removed = true
 			continue
@@ -251,15 +257,19 @@ func listGens(dir string) ([]uint64, error) {
 		if n == trimmedFileName {
 			continue
 		}
+		if base, ok := parseRecycledName(n); ok {
+			kept[base]++
+			continue
+		}
 		v, ok := parseGenName(n)
 		if !ok {
-			return nil, corruptAt(filepath.Join(dir, n), 0, 0, "unexpected file in a shard directory")
+			return nil, nil, corruptAt(filepath.Join(dir, n), 0, 0, "unexpected file in a shard directory")
 		}
 		firsts[v] = true
 	}
 	if removed {
 		if err := durable.SyncDir(dir); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	order := make([]uint64, 0, len(firsts))
@@ -267,7 +277,7 @@ func listGens(dir string) ([]uint64, error) {
 		order = append(order, v)
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
-	return order, nil
+	return order, kept, nil
 }
 
 // parseGenName returns the first position named by a generation file name.
@@ -299,7 +309,8 @@ func removeGenFiles(dir, base string) error {
 // logCut reports what recovery cut off an open generation's end: at error
 // level when an entry the index recorded was cut (a torn write or damage
 // to the last entries: the two cannot be told apart), as a warning when
-// only bytes no index record described (an unfinished append) went.
+// only bytes no index record described (an unfinished append) went, and
+// for information when those were a recycled file's leftovers.
 func (s *shard) logCut(g *gen, c tailCut) {
 	if c.dataBytes == 0 && c.idxRecords == 0 {
 		return
@@ -309,6 +320,10 @@ func (s *shard) logCut(g *gen, c tailCut) {
 	if c.entries > 0 {
 		s.e.opts.Logger.Error("wal: cut damaged or torn entries off the end of the open generation (never acknowledged unless the disk damaged them)",
 			append(args, "first_failure", c.why)...)
+		return
+	}
+	if c.leftovers {
+		s.e.opts.Logger.Info("wal: cut the open generation's files, written over a trimmed generation's, to its own entries", args...)
 		return
 	}
 	s.e.opts.Logger.Warn("wal: truncated torn tail of open generation", args...)

@@ -224,7 +224,7 @@ func TestInterruptedRotation(t *testing.T) {
 			}
 			f.Write(tc.tail)
 			f.Close()
-			g, err := newGen(shardDir, 4, sb, time.Now())
+			g, err := newGen(shardDir, 4, sb, time.Now(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

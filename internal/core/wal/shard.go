@@ -43,6 +43,13 @@ type shard struct {
 	// seals fail with it.
 	holes  []hole
 	frozen error
+	// free holds trimmed generations' files kept for reuse (keeping more
+	// are being renamed for it); reading the tickets of reads in
+	// progress, readSeq the last ticket issued (recycle_gen.go).
+	free    []*recycled
+	keeping int
+	reading map[uint64]struct{}
+	readSeq uint64
 }
 
 // open returns the open generation, or nil.

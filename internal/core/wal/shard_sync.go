@@ -86,9 +86,9 @@ func (s *shard) writeLocked(raw []byte) (uint64, error) {
 		g.openedAt = s.e.opts.Clock.Now()
 		s.e.wakeSealer()
 	}
-	rec := idxRec{kind: kindEntry, crc: crc, a: uint64(g.size), b: uint64(len(raw))}.marshal()
+	rec := idxRec{kind: kindEntry, crc: crc, a: uint64(g.size), b: uint64(len(raw)), salt: g.salt}.marshal()
 	if s.synced >= g.first && s.synced > g.marked {
-		rec = append(idxRec{kind: kindSynced, a: s.synced}.marshal(), rec...)
+		rec = append(idxRec{kind: kindSynced, a: s.synced, salt: g.salt}.marshal(), rec...)
 	}
 	if len(rec) > recSize {
 		g.marked = s.synced
@@ -160,6 +160,10 @@ func (s *shard) waitOrSync() {
 	}
 	s.syncLocked()
 }
+
+// testHookRecycled, when set by a test, is called when a generation is
+// created over a trimmed one's files.
+var testHookRecycled func()
 
 // testHookRotated, when set by a test, sees the number of rotations in
 // flight after each rotation.
@@ -235,11 +239,16 @@ func (s *shard) donePending(n int) {
 
 // writeSeal appends g's seal record (not synced) and marks it sealed. The
 // end-of-stream marker must already be durable, so that a seal record
-// always describes a complete stream.
+// always describes a complete stream. A recycled index is cut after it
+// (leftovers that survive a crash are ignored: liveIndex).
 func (s *shard) writeSeal(g *gen) error {
 	now := s.e.opts.Clock.Now()
-	rec := idxRec{kind: kindSeal, a: uint64(g.size) + uint64(len(eos)), b: uint64(now.UnixNano())}.marshal()
-	if _, err := g.idx.WriteAt(rec, g.idxSize); err != nil {
+	rec := idxRec{kind: kindSeal, a: uint64(g.size) + uint64(len(eos)), b: uint64(now.UnixNano()), salt: g.salt}.marshal()
+	_, err := g.idx.WriteAt(rec, g.idxSize)
+	if err == nil && g.recycled {
+		err = g.idx.Truncate(g.idxSize + recSize)
+	}
+	if err != nil {
 		return s.fail("seal "+g.idxPath, err)
 	}
 	g.size += int64(len(eos))
@@ -256,12 +265,12 @@ func (s *shard) writeSeal(g *gen) error {
 // whole entries and removes the newer generation, none of whose entries can
 // have been acknowledged (their sync is the one that did not complete).
 func (s *shard) rotateLocked(old *gen) error {
-	g, err := newGen(s.dir, s.next, s.t.schemaBytes, s.e.opts.Clock.Now())
+	g, err := s.createGen()
 	if err != nil {
 		return s.fail("create generation", err)
 	}
 	if old != nil {
-		if _, err := old.data.WriteAt(eos, old.size); err != nil {
+		if err := old.writeEOS(); err != nil {
 			g.closeFiles()
 			return s.fail("seal "+old.dataPath, err)
 		}
@@ -275,10 +284,40 @@ func (s *shard) rotateLocked(old *gen) error {
 	return nil
 }
 
+// createGen creates the next generation, over a trimmed generation's files
+// when one is free (mu held).
+func (s *shard) createGen() (*gen, error) {
+	now := s.e.opts.Clock.Now()
+	if r := s.takeRecycled(); r != nil {
+		g, err := newGen(s.dir, s.next, s.t.schemaBytes, now, r)
+		if err == nil {
+			if testHookRecycled != nil {
+				testHookRecycled()
+			}
+			return g, nil
+		}
+		s.e.opts.Logger.Warn("wal: reusing a trimmed generation's files failed; creating new ones", "file", r.base+".arrows", "err", err)
+		os.Remove(r.base + ".arrows")
+		os.Remove(r.base + ".idx")
+	}
+	return newGen(s.dir, s.next, s.t.schemaBytes, now, nil)
+}
+
+// writeEOS writes g's end-of-stream marker and cuts recycled data files
+// after it, so that the sync making the marker durable also makes the
+// stream end there.
+func (g *gen) writeEOS() error {
+	_, err := g.data.WriteAt(eos, g.size)
+	if err == nil && g.recycled {
+		err = g.data.Truncate(g.size + int64(len(eos)))
+	}
+	return err
+}
+
 // sealNowLocked seals g, the open generation, durably before returning; no
 // sync may be running, no rotation in flight and no write unfinished.
 func (s *shard) sealNowLocked(g *gen) error {
-	if _, err := g.data.WriteAt(eos, g.size); err != nil {
+	if err := g.writeEOS(); err != nil {
 		return s.fail("seal "+g.dataPath, err)
 	}
 	files := []*os.File{g.data, g.idx}

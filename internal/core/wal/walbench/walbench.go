@@ -45,6 +45,11 @@ type Config struct {
 	DDMiB int
 	// Engine options for the WAL under test (age sealing is disabled).
 	Engine wal.Options
+	// NoTrim leaves sealed generations in place. By default they are
+	// trimmed as they seal, as a publication keeping up does, and the
+	// engine writes new generations over their files (recycled files):
+	// the WAL's steady state.
+	NoTrim bool
 }
 
 // Result is what Run measured. Rates are MiB/s (2^20 bytes per second).
@@ -73,13 +78,16 @@ type DDResult struct {
 
 // RunResult is one producer count's figures.
 type RunResult struct {
-	Producers int     `json:"producers"`
-	Appends   int64   `json:"appends"`
-	Bytes     int64   `json:"bytes"`
-	Seconds   float64 `json:"seconds"`
-	MiBps     float64 `json:"mib_per_s"`
-	P50Ms     float64 `json:"p50_ack_ms"`
-	P99Ms     float64 `json:"p99_ack_ms"`
+	Producers int `json:"producers"`
+	// Trimmed tells whether sealed generations were trimmed during the run
+	// (Config.NoTrim unset).
+	Trimmed bool    `json:"trimmed"`
+	Appends int64   `json:"appends"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	MiBps   float64 `json:"mib_per_s"`
+	P50Ms   float64 `json:"p50_ack_ms"`
+	P99Ms   float64 `json:"p99_ack_ms"`
 	// DDMiBps is the higher of the dd measured right before and right
 	// after this run (Around); Ratio is MiBps divided by it.
 	DDMiBps float64 `json:"dd_mib_per_s"`
@@ -241,26 +249,67 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 	if err != nil {
 		return RunResult{}, err
 	}
+	stopTrim := func() error { return nil }
+	if !cfg.NoTrim {
+		stopTrim = TrimSealed(ctx, e)
+	}
 	lat, secs, firstErr := Drive(ctx, recs, cfg.BytesPerRun, cfg.EntryBytes, cfg.MaxDuration, func(ctx context.Context, rec arrow.RecordBatch) error {
 		_, err := e.Append(ctx, "bench", 0, rec)
 		return err
 	})
+	if err := stopTrim(); firstErr == nil {
+		firstErr = err
+	}
 	if firstErr != nil {
 		return RunResult{}, firstErr
 	}
 	if err := ctx.Err(); err != nil {
 		return RunResult{}, fmt.Errorf("benchmark: %w: %w", err, errs.ErrUnavailable)
 	}
-	st, err := e.Stats(ctx, "bench", nil)
-	if err != nil {
-		return RunResult{}, err
-	}
-	r := RunResult{Producers: producers, Appends: int64(len(lat)), Bytes: st.Shards[0].Bytes - warm, Seconds: secs}
+	// Every producer appends the same batch, so every entry has the bytes
+	// of a warm-up one.
+	r := RunResult{Producers: producers, Trimmed: !cfg.NoTrim, Appends: int64(len(lat)), Bytes: int64(len(lat)) * (warm / int64(producers)), Seconds: secs}
 	r.MiBps = float64(r.Bytes) / (1 << 20) / secs
 	slices.Sort(lat)
 	r.P50Ms = ms(Percentile(lat, 0.50))
 	r.P99Ms = ms(Percentile(lat, 0.99))
 	return r, nil
+}
+
+// TrimSealed trims the bench table's sealed generations in l as they seal,
+// until the returned function is called, which returns the first failure.
+func TrimSealed(ctx context.Context, l wal.Log) func() error {
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			case <-t.C:
+			}
+			gens, err := l.Generations(ctx, "bench", 0)
+			var through uint64
+			for _, g := range gens {
+				if g.Sealed {
+					through = g.Last
+				}
+			}
+			if err == nil && through > 0 {
+				_, err = l.Trim(ctx, "bench", 0, through, 0)
+			}
+			if err != nil {
+				done <- fmt.Errorf("trim behind the producers: %w", err)
+				return
+			}
+		}
+	}()
+	return func() error {
+		close(stop)
+		return <-done
+	}
 }
 
 // warmUp appends each batch once, concurrently, and returns the bytes the
