@@ -36,8 +36,8 @@ type fileJob struct {
 // then records the complete descriptor set. Files hold no fragment ids:
 // those are assigned at commit from the parent version.
 //
-// Buffered (the default) writes the files one after the other, each from
-// its entries fetched and decoded whole first; streamed
+// Buffered (the default) writes up to Config.BufferedFiles files at once,
+// each from its entries fetched and decoded whole first; streamed
 // (Config.PipelinePreparation) writes up to Config.StreamFiles files at once
 // as their entries are decoded. Both write the same ranges with the same
 // record batches, whole.
@@ -92,11 +92,13 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 	return prep, nil
 }
 
-// prepareBuffered writes the plan's files one after the other, each from its
-// whole range fetched and decoded first (the next is fetched while the
-// last one's fsync runs). A writer is admitted once its encoder workspace
-// and its range's WAL bytes are reserved (at most the whole budget): the
-// decoded entries point into the WAL bytes, so they fit.
+// prepareBuffered writes the plan's files, Config.BufferedFiles at once, each
+// from its whole range fetched and decoded first: one file's entries are
+// fetched while another's are written (a single writer alternates between
+// waiting for the WAL and writing, and halved e2e's publication rate). A
+// writer is admitted once its encoder workspace and its range's WAL bytes
+// are reserved (at most the whole budget): the decoded entries point into
+// the WAL bytes, so they fit.
 func (s *Session) prepareBuffered(ctx context.Context, plan *Plan, schema *lance.Schema, fv lance.FileVersion, jobs []fileJob) ([]lance.Descriptor, error) {
 	need := func(j fileJob) int64 {
 		n := workspaceBound + max(0, j.rng.Bytes)
@@ -105,7 +107,7 @@ func (s *Session) prepareBuffered(ctx context.Context, plan *Plan, schema *lance
 		}
 		return n
 	}
-	return s.prepareFiles(ctx, plan, jobs, 1, need,
+	return s.prepareFiles(ctx, plan, jobs, s.p.cfg.BufferedFiles, need,
 		func(ctx context.Context, j fileJob, held int64, written func(int64)) (lance.Descriptor, error) {
 			return s.writeBuffered(ctx, schema, fv, j, held, written)
 		})

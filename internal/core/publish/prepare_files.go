@@ -11,9 +11,13 @@ import (
 	"github.com/walctl/walctl/internal/core/lance"
 )
 
-// DefaultStreamFiles is how many files of a plan streamed preparation
-// writes at once when Config.StreamFiles is not set.
-const DefaultStreamFiles = 4
+// DefaultStreamFiles and DefaultBufferedFiles are how many files of a plan
+// streamed and buffered preparation write at once when Config.StreamFiles
+// or Config.BufferedFiles is not set.
+const (
+	DefaultStreamFiles   = 4
+	DefaultBufferedFiles = 2
+)
 
 // writeFile writes one admitted file of a plan. Its admission reserved held
 // bytes of the budget. It calls written exactly once, with the bytes it

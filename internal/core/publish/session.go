@@ -75,6 +75,10 @@ type Config struct {
 	// StreamFiles bounds the files of one plan written concurrently in
 	// streamed mode (DefaultStreamFiles if <= 0).
 	StreamFiles int
+	// BufferedFiles bounds the files of one plan written concurrently in
+	// buffered mode (DefaultBufferedFiles if <= 0), each holding its
+	// range's entries against Budget.
+	BufferedFiles int
 	// CommitAttempts bounds the commit retries of one round.
 	CommitAttempts int
 	// Owner identifies this publisher in claims and records.
@@ -123,6 +127,9 @@ func New(log wal.Log, co *coord.Client, cfg Config) *Publisher {
 	}
 	if cfg.Permits == nil {
 		cfg.Permits = budget.NewPermits(budget.DefaultPermits)
+	}
+	if cfg.BufferedFiles <= 0 {
+		cfg.BufferedFiles = DefaultBufferedFiles
 	}
 	if cfg.StreamFiles <= 0 {
 		cfg.StreamFiles = DefaultStreamFiles

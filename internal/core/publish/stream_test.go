@@ -310,3 +310,56 @@ func TestEntryLargerThanBudgetIsAnError(t *testing.T) {
 		})
 	}
 }
+
+// Buffered preparation fetches one file's entries while another file is
+// being written: file 0's fetch does not finish until file 1's writer has
+// started, and never are more than BufferedFiles writers admitted at once.
+func TestBufferedPreparationWritesTwoFilesAtOnce(t *testing.T) {
+	e := newEnv(t, 2)
+	e.produce(0, 30, 100)
+	e.produce(1, 30, 100)
+	p := e.publisher("w")
+	var (
+		mu            sync.Mutex
+		active, most  int
+		secondStarted = make(chan struct{})
+		once          sync.Once
+	)
+	p.cfg.hooks = &prepareHooks{
+		fetched: func(ctx context.Context, file int, pos uint64) error {
+			if file != 0 {
+				return nil
+			}
+			select {
+			case <-secondStarted:
+				return nil
+			case <-time.After(30 * time.Second):
+				return errors.New("no second file was admitted while the first was being fetched")
+			}
+		},
+		writerStart: func(file int) {
+			mu.Lock()
+			active++
+			most = max(most, active)
+			mu.Unlock()
+			if file == 1 {
+				once.Do(func() { close(secondStarted) })
+			}
+		},
+		writerDone: func(int, error) { mu.Lock(); active--; mu.Unlock() },
+	}
+	s, err := p.Acquire(e.ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(context.Background())
+	res := drain(t, e.ctx, s)
+	if res[0].Outcome != OutcomePublished || len(res[0].Files) < 3 {
+		t.Fatalf("first round: %+v", res[0])
+	}
+	if most != DefaultBufferedFiles {
+		t.Fatalf("at most %d writers at once, want %d", most, DefaultBufferedFiles)
+	}
+	e.exactlyOnce(e.tableIDs())
+	idle(t, p)
+}
