@@ -20,10 +20,11 @@ type prepareHooks struct {
 	// fetched runs after entry pos of file was handed to its writer; an
 	// error fails the file's stream.
 	fetched func(ctx context.Context, file int, pos uint64) error
-	// writerStart and writerDone run when a streamed writer is admitted and
-	// when it has finished (its file closed or aborted, its reservations
-	// released).
+	// writerStart and writerDone run when a writer is admitted and when it
+	// has finished (its file closed or aborted, its reservations released);
+	// writerFreed runs when it gives back its slot, before its file's fsync.
 	writerStart func(file int)
+	writerFreed func(file int)
 	writerDone  func(file int, err error)
 	// closing runs when a writer's file is finished and about to be
 	// closed (synced, or its last parts uploaded).

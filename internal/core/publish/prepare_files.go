@@ -71,6 +71,9 @@ func (s *Session) prepareFiles(ctx context.Context, plan *Plan, jobs []fileJob, 
 		go func(j fileJob) {
 			defer wg.Done()
 			desc, err := write(sctx, j, n, func(held int64) {
+				if hooks != nil && hooks.writerFreed != nil {
+					hooks.writerFreed(j.index)
+				}
 				s.p.cfg.Budget.Release(held)
 				slots.Release(1)
 				run.freeOne()
