@@ -278,11 +278,15 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 
 // TrimSealed trims the bench table's sealed generations in l as they seal,
 // until the returned function is called, which returns the first failure.
+// A trim is sent only when a generation sealed since the last one: on a
+// replicated WAL every trim is a raft entry, which the measured appends
+// would share the log and its fsyncs with.
 func TrimSealed(ctx context.Context, l wal.Log) func() error {
 	stop, done := make(chan struct{}), make(chan error, 1)
 	go func() {
 		t := time.NewTicker(2 * time.Millisecond)
 		defer t.Stop()
+		var trimmed uint64
 		for {
 			select {
 			case <-stop:
@@ -297,8 +301,10 @@ func TrimSealed(ctx context.Context, l wal.Log) func() error {
 					through = g.Last
 				}
 			}
-			if err == nil && through > 0 {
-				_, err = l.Trim(ctx, "bench", 0, through, 0)
+			if err == nil && through > trimmed {
+				if _, err = l.Trim(ctx, "bench", 0, through, 0); err == nil {
+					trimmed = through
+				}
 			}
 			if err != nil {
 				done <- fmt.Errorf("trim behind the producers: %w", err)
