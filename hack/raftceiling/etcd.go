@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// etcdNode is one replica: its raft.Node, the storage raft reads from, its
+// durable log file, and the proposals waiting for their entry to commit.
+type etcdNode struct {
+	n       raft.Node
+	storage *raft.MemoryStorage
+	log     *logFile
+	inboxes map[uint64]chan *pb.Message
+	mu      sync.Mutex
+	waiting map[uint64]chan error
+}
+
+func (e *etcdNode) send(ctx context.Context, msgs []*pb.Message) {
+	for _, m := range msgs {
+		select {
+		case e.inboxes[m.GetTo()] <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// run is the Ready loop: a leader sends before it persists (the entries it
+// sends are its own; a quorum still needs a durable copy on each counted
+// replica), a follower only after, as raft's contract requires.
+func (e *etcdNode) run(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			e.n.Tick()
+		case rd := <-e.n.Ready():
+			lead := e.n.Status().RaftState == raft.StateLeader
+			if lead {
+				e.send(ctx, rd.Messages)
+			}
+			if len(rd.Entries) > 0 {
+				frames := make([][]byte, len(rd.Entries))
+				for i, ent := range rd.Entries {
+					frames[i] = ent.GetData()
+				}
+				if err := e.log.append(frames); err != nil {
+					log.Fatal(err) // a measurement without a durable log means nothing
+				}
+			}
+			if !raft.IsEmptyHardState(rd.HardState) {
+				e.storage.SetHardState(rd.HardState)
+			}
+			e.storage.Append(rd.Entries)
+			if !lead {
+				e.send(ctx, rd.Messages)
+			}
+			for _, ent := range rd.CommittedEntries {
+				e.commit(ent)
+			}
+			e.n.Advance()
+		}
+	}
+}
+
+func (e *etcdNode) commit(ent *pb.Entry) {
+	if ent.GetType() == pb.EntryConfChange {
+		var cc pb.ConfChange
+		if err := proto.Unmarshal(ent.GetData(), &cc); err == nil {
+			e.n.ApplyConfChange(&cc)
+		}
+		return
+	}
+	if len(ent.GetData()) < 8 {
+		return
+	}
+	id := binary.LittleEndian.Uint64(ent.GetData())
+	e.mu.Lock()
+	if w := e.waiting[id]; w != nil {
+		w <- nil
+		delete(e.waiting, id)
+	}
+	e.mu.Unlock()
+}
+
+func runEtcd() (float64, error) {
+	raft.SetLogger(&raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)})
+	ctx, cancel := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	var nodes []*etcdNode
+	defer func() { // stop every loop before the log files close
+		cancel()
+		loops.Wait()
+		for _, e := range nodes {
+			e.n.Stop()
+			e.log.close()
+		}
+	}()
+	inboxes := map[uint64]chan *pb.Message{}
+	for id := uint64(1); id <= 3; id++ {
+		inboxes[id] = make(chan *pb.Message, 4096)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		lf, err := openLog("raftceiling.etcd." + itoa(int(id)))
+		if err != nil {
+			return 0, err
+		}
+		st := raft.NewMemoryStorage()
+		c := &raft.Config{ID: id, ElectionTick: 10, HeartbeatTick: 1, Storage: st, MaxSizePerMsg: 16 << 20, MaxInflightMsgs: 256}
+		e := &etcdNode{storage: st, log: lf, inboxes: inboxes, waiting: map[uint64]chan error{}}
+		e.n = raft.StartNode(c, []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}})
+		nodes = append(nodes, e)
+		loops.Add(2)
+		go func() { defer loops.Done(); e.run(ctx) }()
+		go func(in chan *pb.Message) {
+			defer loops.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-in:
+					e.n.Step(ctx, m)
+				}
+			}
+		}(inboxes[id])
+	}
+	var leader *etcdNode
+	for deadline := time.Now().Add(10 * time.Second); leader == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("no leader elected")
+		}
+		for _, e := range nodes {
+			if e.n.Status().RaftState == raft.StateLeader {
+				leader = e
+			}
+		}
+	}
+	var idmu sync.Mutex
+	var next uint64
+	return propose(func(_ int, data []byte) error {
+		idmu.Lock()
+		next++
+		id := next
+		idmu.Unlock()
+		binary.LittleEndian.PutUint64(data, id)
+		w := make(chan error, 1)
+		leader.mu.Lock()
+		leader.waiting[id] = w
+		leader.mu.Unlock()
+		if err := leader.n.Propose(ctx, data); err != nil {
+			return err
+		}
+		select {
+		case err := <-w:
+			return err
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("entry %d not committed in 30 s", id)
+		}
+	})
+}
