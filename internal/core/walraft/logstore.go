@@ -16,13 +16,17 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
+	"github.com/walctl/walctl/internal/core/writeback"
 )
 
 // segStore is the replica's raft log: append-only segment files in
 // <dir>/raft/log, each named by the raft index of its first entry and
 // holding CRC-framed entries back to back. StoreLogs writes the whole
-// batch with one write and one fdatasync before returning, so a follower
-// acknowledges and the leader counts itself only for entries on disk, and
+// batch in 1 MiB pieces (writeback.WriteAt: on the development VM one
+// write of several MiB copied at a quarter of the speed, and bench wal
+// --replicas 3 ACKed 20% more in pieces) and fdatasyncs it once before
+// returning, so a follower acknowledges and the leader counts itself only
+// for entries on disk, and
 // every entry's bytes are written once. The entries' offsets are kept in
 // memory, rebuilt by one scan on open; the scan cuts a torn tail of the
 // newest segment (a batch whose fdatasync never returned) and refuses any
@@ -266,8 +270,7 @@ func (s *segStore) GetLog(index uint64, out *raft.Log) error {
 // StoreLog stores one entry durably.
 func (s *segStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
-// StoreLogs appends entries (consecutive indexes) with one write and one
-// fdatasync. A batch starting at or below the last entry first deletes the
+// StoreLogs appends entries (consecutive indexes) with one fdatasync. A batch starting at or below the last entry first deletes the
 // entries it replaces; one starting beyond the next index replaces the log.
 func (s *segStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
@@ -283,7 +286,7 @@ func (s *segStore) StoreLogs(logs []*raft.Log) error {
 	}
 	g := s.segs[len(s.segs)-1]
 	buf, offs := encodeFrames(logs, g.size)
-	if _, err := g.f.WriteAt(buf, g.size); err != nil {
+	if _, err := writeback.WriteAt(g.f, buf, g.size); err != nil {
 		s.err = fmt.Errorf("write raft log %s: %w", g.f.Name(), err)
 		return s.err
 	}
