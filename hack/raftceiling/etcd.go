@@ -21,6 +21,7 @@ type etcdNode struct {
 	storage *raft.MemoryStorage
 	log     *logFile
 	inboxes map[uint64]chan *pb.Message
+	elected chan<- *etcdNode // told when this replica becomes leader
 	mu      sync.Mutex
 	waiting map[uint64]chan error
 }
@@ -49,6 +50,12 @@ func (e *etcdNode) run(ctx context.Context) {
 			e.n.Tick()
 		case rd := <-e.n.Ready():
 			lead := e.n.Status().RaftState == raft.StateLeader
+			if rd.SoftState != nil && rd.SoftState.RaftState == raft.StateLeader {
+				select {
+				case e.elected <- e:
+				default:
+				}
+			}
 			if lead {
 				e.send(ctx, rd.Messages)
 			}
@@ -109,6 +116,7 @@ func runEtcd() (float64, error) {
 			e.log.close()
 		}
 	}()
+	elected := make(chan *etcdNode, 3)
 	inboxes := map[uint64]chan *pb.Message{}
 	for id := uint64(1); id <= 3; id++ {
 		inboxes[id] = make(chan *pb.Message, 4096)
@@ -120,7 +128,7 @@ func runEtcd() (float64, error) {
 		}
 		st := raft.NewMemoryStorage()
 		c := &raft.Config{ID: id, ElectionTick: 10, HeartbeatTick: 1, Storage: st, MaxSizePerMsg: 16 << 20, MaxInflightMsgs: 256}
-		e := &etcdNode{storage: st, log: lf, inboxes: inboxes, waiting: map[uint64]chan error{}}
+		e := &etcdNode{storage: st, log: lf, inboxes: inboxes, elected: elected, waiting: map[uint64]chan error{}}
 		e.n = raft.StartNode(c, []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}})
 		nodes = append(nodes, e)
 		loops.Add(2)
@@ -138,15 +146,10 @@ func runEtcd() (float64, error) {
 		}(inboxes[id])
 	}
 	var leader *etcdNode
-	for deadline := time.Now().Add(10 * time.Second); leader == nil; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("no leader elected")
-		}
-		for _, e := range nodes {
-			if e.n.Status().RaftState == raft.StateLeader {
-				leader = e
-			}
-		}
+	select {
+	case leader = <-elected:
+	case <-time.After(10 * time.Second):
+		return 0, fmt.Errorf("no leader elected in 10 s")
 	}
 	var idmu sync.Mutex
 	var next uint64

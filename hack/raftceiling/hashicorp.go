@@ -47,11 +47,16 @@ func runHashicorp() (float64, error) {
 		servers = append(servers, raft.Server{ID: raft.ServerID(itoa(i)), Address: t.LocalAddr()})
 	}
 	var nodes []*raft.Raft
+	elected := make(chan *raft.Raft, 3)
+	stop := make(chan struct{})
+	defer close(stop)
 	for i := 0; i < 3; i++ {
 		c := raft.DefaultConfig()
 		c.LocalID = raft.ServerID(itoa(i))
 		c.LogOutput = io.Discard
 		c.CommitTimeout = 5 * time.Millisecond // as walctl's replicas
+		notify := make(chan bool, 1)
+		c.NotifyCh = notify
 		lf, err := openLog("raftceiling.hashicorp." + itoa(i))
 		if err != nil {
 			return 0, err
@@ -64,20 +69,27 @@ func runHashicorp() (float64, error) {
 		}
 		defer r.Shutdown()
 		nodes = append(nodes, r)
+		go func() {
+			for {
+				select {
+				case lead := <-notify:
+					if lead {
+						elected <- r
+					}
+				case <-stop:
+					return
+				}
+			}
+		}()
 	}
 	if err := nodes[0].BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		return 0, err
 	}
 	var leader *raft.Raft
-	for deadline := time.Now().Add(10 * time.Second); leader == nil; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("no leader elected")
-		}
-		for _, n := range nodes {
-			if n.State() == raft.Leader {
-				leader = n
-			}
-		}
+	select {
+	case leader = <-elected:
+	case <-time.After(10 * time.Second):
+		return 0, fmt.Errorf("no leader elected in 10 s")
 	}
 	return propose(func(_ int, data []byte) error { return leader.Apply(data, 30*time.Second).Error() })
 }

@@ -19,9 +19,10 @@
 // # The raft log: a segment store of our own
 //
 // The raft log lives in <dir>/raft/log (logstore.go): append-only 64 MiB
-// segments of CRC32C-framed entries, each StoreLogs batch written (in
-// 1 MiB pieces: writeback.WriteAt) and fdatasynced once before it returns (so a follower acknowledges, and the
-// leader counts itself, only for entries on disk), offsets rebuilt by a
+// segments of CRC32C-framed entries, each StoreLogs batch written (in 1 MiB
+// pieces: writeback.WriteAt) and fdatasynced once before it returns (so a
+// follower acknowledges, and the leader counts itself, only for entries on
+// disk), offsets rebuilt by a
 // scan on open (a torn tail of the newest segment is cut, damage anywhere
 // else refused), a cleared suffix truncated, compaction by whole segments.
 // Term and vote live in a small CRC-checked file replaced atomically

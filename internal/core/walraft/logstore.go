@@ -26,11 +26,10 @@ import (
 // write of several MiB copied at a quarter of the speed, and bench wal
 // --replicas 3 ACKed 20% more in pieces) and fdatasyncs it once before
 // returning, so a follower acknowledges and the leader counts itself only
-// for entries on disk, and
-// every entry's bytes are written once. The entries' offsets are kept in
-// memory, rebuilt by one scan on open; the scan cuts a torn tail of the
-// newest segment (a batch whose fdatasync never returned) and refuses any
-// other damage.
+// for entries on disk, and every entry's bytes are written once. The
+// entries' offsets are kept in memory, rebuilt by one scan on open; the
+// scan cuts a torn tail of the newest segment (a batch whose fdatasync
+// never returned) and refuses any other damage.
 //
 // A suffix is deleted (a deposed leader's uncommitted tail) by removing the
 // newer segments and truncating the one it starts in; a prefix (log
@@ -270,8 +269,9 @@ func (s *segStore) GetLog(index uint64, out *raft.Log) error {
 // StoreLog stores one entry durably.
 func (s *segStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
-// StoreLogs appends entries (consecutive indexes) with one fdatasync. A batch starting at or below the last entry first deletes the
-// entries it replaces; one starting beyond the next index replaces the log.
+// StoreLogs appends entries (consecutive indexes) with one fdatasync. A
+// batch starting at or below the last entry first deletes the entries it
+// replaces; one starting beyond the next index replaces the log.
 func (s *segStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil

@@ -3,7 +3,8 @@
 // Package writeback asks the kernel to start writing a file range back to
 // disk before the fsync that makes it durable, so the disk works while the
 // writer goes on and the fsync finds less to do. It is only a hint: it never
-// waits and never makes anything durable.
+// waits and never makes anything durable. WriteAt writes a large buffer in
+// the pieces the page cache takes fastest.
 package writeback
 
 import (
