@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"strconv"
 	"sync"
 	"time"
 
@@ -122,7 +123,7 @@ func runEtcd() (float64, error) {
 		inboxes[id] = make(chan *pb.Message, 4096)
 	}
 	for id := uint64(1); id <= 3; id++ {
-		lf, err := openLog("raftceiling.etcd." + itoa(int(id)))
+		lf, err := openLog("raftceiling.etcd." + strconv.FormatUint(id, 10))
 		if err != nil {
 			return 0, err
 		}

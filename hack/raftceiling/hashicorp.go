@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -44,7 +45,7 @@ func runHashicorp() (float64, error) {
 		}
 		defer t.Close()
 		trans = append(trans, t)
-		servers = append(servers, raft.Server{ID: raft.ServerID(itoa(i)), Address: t.LocalAddr()})
+		servers = append(servers, raft.Server{ID: raft.ServerID(strconv.Itoa(i)), Address: t.LocalAddr()})
 	}
 	var nodes []*raft.Raft
 	elected := make(chan *raft.Raft, 3)
@@ -52,12 +53,12 @@ func runHashicorp() (float64, error) {
 	defer close(stop)
 	for i := 0; i < 3; i++ {
 		c := raft.DefaultConfig()
-		c.LocalID = raft.ServerID(itoa(i))
+		c.LocalID = raft.ServerID(strconv.Itoa(i))
 		c.LogOutput = io.Discard
 		c.CommitTimeout = 5 * time.Millisecond // as walctl's replicas
 		notify := make(chan bool, 1)
 		c.NotifyCh = notify
-		lf, err := openLog("raftceiling.hashicorp." + itoa(i))
+		lf, err := openLog("raftceiling.hashicorp." + strconv.Itoa(i))
 		if err != nil {
 			return 0, err
 		}

@@ -21,17 +21,18 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/walctl/walctl/internal/core/wal/walbench"
 )
 
 var (
@@ -121,21 +122,21 @@ func propose(apply func(p int, data []byte) error) (float64, error) {
 	return float64(per**producers) / time.Since(start).Seconds(), nil
 }
 
+// dd is bench wal's dd measurement (after sync(2)) of 512 MiB in -dir.
 func dd() (float64, error) {
-	path := filepath.Join(*dir, "raftceiling.dd")
-	defer os.Remove(path)
-	start := time.Now()
-	out, err := exec.Command("dd", "if=/dev/zero", "of="+path, "bs=1M", "count=512", "conv=fdatasync").CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("dd: %v: %s", err, out)
-	}
-	return 512 / time.Since(start).Seconds(), nil
+	r, err := walbench.DD(context.Background(), *dir, 512)
+	return r.MiBps, err
 }
 
 func main() {
 	flag.Parse()
 	run := map[string]func() (float64, error){"hashicorp": runHashicorp, "etcd": runEtcd}
 	names := strings.Split(*libs, ",")
+	for _, name := range names {
+		if run[name] == nil {
+			fail(fmt.Errorf("unknown library %q (hashicorp, etcd)", name))
+		}
+	}
 	eff := map[string][]float64{}
 	for r := 1; r <= *rounds; r++ {
 		before, err := dd()
@@ -145,11 +146,8 @@ func main() {
 		line := fmt.Sprintf("round %d: dd %.0f MiB/s", r, before)
 		got := map[string]float64{}
 		for _, name := range names {
-			fn := run[name]
-			if fn == nil {
-				fail(fmt.Errorf("unknown library %q (hashicorp, etcd)", name))
-			}
-			if got[name], err = fn(); err != nil {
+			walbench.Settle() // as before each bench wal run
+			if got[name], err = run[name](); err != nil {
 				fail(fmt.Errorf("%s: %w", name, err))
 			}
 		}
@@ -176,5 +174,3 @@ func fail(err error) {
 	fmt.Fprintln(os.Stderr, "raftceiling:", err)
 	os.Exit(1)
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
