@@ -44,14 +44,16 @@ happened to the fragments since they were published (compaction, official
 appends, deletions, which are honoured): records the WAL still retains are
 compared one by one, trimmed positions by the digests walctl recorded beside
 each plan (a count and an order-independent hash of the records, written
-before anything could be trimmed). Rows another writer appended are foreign;
-a foreign row equal to an ACKed record is a duplicate. A missing or
-duplicated record is named by shard and position where the WAL, or the
-walctl file that held it, says. Every data file walctl published is also
-checked against its descriptor (size, checksum), no retained record above
-the watermark may be in the table, and the WAL must not be trimmed beyond
-the watermark. The summary says what was compared and how:
-"compared N records with the WAL, M by digest, K foreign rows".
+before anything could be trimmed; rows are hashed by the table's row hash,
+"row_hash" in the JSON report, recorded at its first publication). Rows
+another writer appended are foreign; a foreign row equal to an ACKed record
+is a duplicate. A missing or duplicated record is named by shard and
+position where the WAL, or the walctl file that held it, says. Every data
+file walctl published is also checked against its descriptor (size,
+checksum), no retained record above the watermark may be in the table, and
+the WAL must not be trimmed beyond the watermark. The summary says what was
+compared and how: "compared N records with the WAL, M by digest, K foreign
+rows".
 
 EXIT STATUS
   0  the table matches the WAL

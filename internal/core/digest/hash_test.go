@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cespare/xxhash/v2"
 )
 
 var schema = arrow.NewSchema([]arrow.Field{
@@ -33,46 +34,61 @@ func batch(t *testing.T, ids []int64, bodies []*string) arrow.RecordBatch {
 
 func s(v string) *string { return &v }
 
-// A digest depends on the multiset of rows only: order and batching do not
-// matter, content (a null against an empty string, a changed value) does,
-// and parts add up.
+// A digest depends on the multiset of rows only, with either row hash:
+// order and batching do not matter, content (a null against an empty
+// string, a changed value) does, and parts add up.
 func TestDigestIsAMultisetDigest(t *testing.T) {
-	a := batch(t, []int64{1, 2, 3}, []*string{s("x"), nil, s("")})
-	b := batch(t, []int64{3, 1}, []*string{s(""), s("x")})
-	c := batch(t, []int64{2}, []*string{nil})
-	var whole, parts Digest
-	whole.Add(a)
-	parts.Add(b)
-	parts.Add(c)
-	if whole != parts || whole.Rows != 3 {
-		t.Fatalf("same rows, other order and batching: %+v vs %+v", whole, parts)
-	}
-	var bd, cd Digest
-	bd.Add(b)
-	cd.Add(c)
-	if bd.Plus(cd) != whole || whole.Minus(cd) != bd {
-		t.Fatalf("parts do not add up: %+v + %+v != %+v", bd, cd, whole)
-	}
-	nullVsEmpty := batch(t, []int64{2}, []*string{s("")})
-	if Rows(nullVsEmpty)[0] == Rows(c)[0] {
-		t.Fatal("a null and an empty string hash alike")
-	}
-	var dup Digest
-	dup.Add(a)
-	dup.Add(c)
-	if dup.Rows != 4 || dup == whole {
-		t.Fatalf("a duplicated row does not change the digest: %+v", dup)
+	for _, h := range []Hash{Canonical, Columns} {
+		a := batch(t, []int64{1, 2, 3}, []*string{s("x"), nil, s("")})
+		b := batch(t, []int64{3, 1}, []*string{s(""), s("x")})
+		c := batch(t, []int64{2}, []*string{nil})
+		var whole, parts Digest
+		whole.Add(h, a)
+		parts.Add(h, b)
+		parts.Add(h, c)
+		if whole != parts || whole.Rows != 3 {
+			t.Fatalf("hash %d: same rows, other order and batching: %+v vs %+v", h, whole, parts)
+		}
+		var bd, cd Digest
+		bd.Add(h, b)
+		cd.Add(h, c)
+		if bd.Plus(cd) != whole || whole.Minus(cd) != bd {
+			t.Fatalf("hash %d: parts do not add up: %+v + %+v != %+v", h, bd, cd, whole)
+		}
+		nullVsEmpty := batch(t, []int64{2}, []*string{s("")})
+		if h.Rows(nullVsEmpty)[0] == h.Rows(c)[0] {
+			t.Fatalf("hash %d: a null and an empty string hash alike", h)
+		}
+		var dup Digest
+		dup.Add(h, a)
+		dup.Add(h, c)
+		if dup.Rows != 4 || dup == whole {
+			t.Fatalf("hash %d: a duplicated row does not change the digest: %+v", h, dup)
+		}
+		if h == Columns && h.Rows(a)[0] == CanonicalRows(a)[0] {
+			t.Fatal("the Columns hash of a row equals its Canonical hash")
+		}
 	}
 }
 
-// Digests outlive the process that wrote them: the hash has no seed. This
-// pins the value so a change of the hashing (which would make every
-// recorded digest disagree with its table) cannot go unnoticed.
+// Only the two known row hashes pass Check (a record names one).
+func TestHashCheck(t *testing.T) {
+	for h, ok := range map[Hash]bool{0: false, Canonical: true, Columns: true, 3: false, -1: false} {
+		if err := h.Check(); (err == nil) != ok {
+			t.Errorf("hash %d: Check() = %v", h, err)
+		}
+	}
+}
+
+// Digests outlive the process that wrote them: the hashes have no seed.
+// This pins their values so a change of either (which would make every
+// digest recorded with it disagree with its table) cannot go unnoticed.
 func TestRowHashIsStable(t *testing.T) {
-	got := Rows(batch(t, []int64{42}, []*string{s("walctl")}))[0]
-	const want = 0x482e17d5a8c6e818
-	if got != want {
-		t.Fatalf("row hash %#x, recorded digests were made with %#x", got, uint64(want))
+	rec := batch(t, []int64{42}, []*string{s("walctl")})
+	for h, want := range map[Hash]uint64{Canonical: 0x482e17d5a8c6e818, Columns: 0x18de39fc9c52ecb3} {
+		if got := h.Rows(rec)[0]; got != want {
+			t.Errorf("hash %d: row hash %#x, recorded digests were made with %#x", h, got, want)
+		}
 	}
 }
 
@@ -89,5 +105,23 @@ func TestAppendFloat32sMatchesOneByOne(t *testing.T) {
 		if got := appendFloat32s([]byte{0xaa}, vals[:n]); !bytes.Equal(got, want) {
 			t.Fatalf("%d values: %x, want %x", n, got, want)
 		}
+	}
+}
+
+// The Columns hash is what ColumnRows' doc says, laid out by hand: one
+// little-endian word per column (an int64's bits, xxHash64 of a string's
+// bytes; 0 for a null), then the null mask.
+func TestColumnsHashIsItsDefinition(t *testing.T) {
+	rec := batch(t, []int64{42, -7}, []*string{s("walctl"), nil})
+	var row0, row1 []byte
+	row0 = binary.LittleEndian.AppendUint64(row0, 42)
+	row0 = binary.LittleEndian.AppendUint64(row0, xxhash.Sum64String("walctl"))
+	row0 = binary.LittleEndian.AppendUint64(row0, 0)
+	row1 = binary.LittleEndian.AppendUint64(row1, uint64(0xfffffffffffffff9))
+	row1 = binary.LittleEndian.AppendUint64(row1, 0)
+	row1 = binary.LittleEndian.AppendUint64(row1, 1<<1)
+	got := ColumnRows(rec)
+	if want := []uint64{xxhash.Sum64(row0), xxhash.Sum64(row1)}; got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("ColumnRows = %#x, by its definition %#x", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package digest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,13 +55,83 @@ func allTypes(t *testing.T) arrow.RecordBatch {
 // a faster hashing must reproduce them byte for byte.
 func TestRowHashOfEveryTypeIsStable(t *testing.T) {
 	rec := allTypes(t)
-	got := fmt.Sprintf("%#x", Rows(rec))
+	got := fmt.Sprintf("%#x", CanonicalRows(rec))
 	const want = "[0x4f4404ad0aa0ad03 0x2ddb5b91456e31e 0xd3efca800c0e617f 0x108a89822f275830]"
 	if got != want {
 		t.Fatalf("row hashes %s, recorded digests were made with %s", got, want)
 	}
 	sl := rec.NewSlice(1, 4)
-	if gotSlice, wantSlice := fmt.Sprintf("%#x", Rows(sl)), fmt.Sprintf("%#x", Rows(rec)[1:]); gotSlice != wantSlice {
+	if gotSlice, wantSlice := fmt.Sprintf("%#x", CanonicalRows(sl)), fmt.Sprintf("%#x", CanonicalRows(rec)[1:]); gotSlice != wantSlice {
 		t.Fatalf("a slice hashes its rows otherwise: %s, want %s", gotSlice, wantSlice)
+	}
+}
+
+// The Columns hashes of every type are pinned too, whole batch and a
+// slice of it.
+func TestColumnRowHashOfEveryTypeIsStable(t *testing.T) {
+	rec := allTypes(t)
+	got := fmt.Sprintf("%#x", ColumnRows(rec))
+	const want = "[0x279cd52d3834e6ed 0xa106c285cd88f82d 0xb794adcf98b51af4 0x7597f88b1ac00449]"
+	if got != want {
+		t.Fatalf("row hashes %s, recorded digests were made with %s", got, want)
+	}
+	sl := rec.NewSlice(1, 4)
+	if gotSlice, wantSlice := fmt.Sprintf("%#x", ColumnRows(sl)), fmt.Sprintf("%#x", ColumnRows(rec)[1:]); gotSlice != wantSlice {
+		t.Fatalf("a slice hashes its rows otherwise: %s, want %s", gotSlice, wantSlice)
+	}
+}
+
+// Every column counts, with either hash: swapping one column's values
+// between row 0 (no nulls) and row 1 (all null) changes both rows' hashes.
+func TestEveryColumnChangesTheRowHash(t *testing.T) {
+	rec := allTypes(t)
+	for _, h := range []Hash{Canonical, Columns} {
+		base := h.Rows(rec)
+		for c := range int(rec.NumCols()) {
+			col := rec.Column(c)
+			swapped, err := array.Concatenate([]arrow.Array{array.NewSlice(col, 1, 2), array.NewSlice(col, 0, 1), array.NewSlice(col, 2, 4)}, memory.DefaultAllocator)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cols := slices.Clone(rec.Columns())
+			cols[c] = swapped
+			got := h.Rows(array.NewRecordBatch(rec.Schema(), cols, rec.NumRows()))
+			if got[0] == base[0] || got[1] == base[1] || got[2] != base[2] {
+				t.Errorf("hash %d, column %s swapped between rows 0 and 1: %#x, unswapped %#x", h, rec.Schema().Field(c).Name, got, base)
+			}
+		}
+	}
+}
+
+// The Columns hash depends on values, not on the type's width or layout:
+// a string and a large string of the same bytes hash alike, and so do a
+// binary and a large binary, a list read from a batch's slice and the same
+// list alone.
+func TestColumnsHashIgnoresLayout(t *testing.T) {
+	one := func(ty arrow.DataType, js string) uint64 {
+		t.Helper()
+		sc := arrow.NewSchema([]arrow.Field{{Name: "v", Type: ty, Nullable: true}}, nil)
+		rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ColumnRows(rec.NewSlice(rec.NumRows()-1, rec.NumRows()))[0]
+	}
+	if one(arrow.BinaryTypes.String, `[{"v": "ab"}]`) != one(arrow.BinaryTypes.LargeString, `[{"v": "ab"}]`) {
+		t.Error("string and large string of the same bytes hash otherwise")
+	}
+	if one(arrow.BinaryTypes.Binary, `[{"v": "AAE="}]`) != one(arrow.BinaryTypes.LargeBinary, `[{"v": "AAE="}]`) {
+		t.Error("binary and large binary of the same bytes hash otherwise")
+	}
+	vec := arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Float32)
+	if one(vec, `[{"v": [9, 8]}, {"v": [1.5, -2]}]`) != one(vec, `[{"v": [1.5, -2]}]`) {
+		t.Error("a vector after another hashes otherwise than alone")
+	}
+	if one(vec, `[{"v": [1.5, -2]}]`) == one(vec, `[{"v": [-2, 1.5]}]`) {
+		t.Error("a vector's element order does not count")
+	}
+	list := arrow.ListOf(arrow.PrimitiveTypes.Int32)
+	if one(list, `[{"v": [1]}]`) == one(list, `[{"v": [1, 0]}]`) || one(list, `[{"v": []}]`) == one(list, `[{"v": null}]`) {
+		t.Error("a list's length or nullness does not count")
 	}
 }

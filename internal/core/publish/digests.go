@@ -17,7 +17,13 @@ import (
 // KindDigests is the record kind of a plan's WAL digests.
 const KindDigests = "walctl.digests"
 
-const digestsDir = "_walctl/digests"
+// KindRowHash is the record kind of a table's row hash.
+const KindRowHash = "walctl.row-hash"
+
+const (
+	digestsDir = "_walctl/digests"
+	rowHashKey = "_walctl/row-hash.json"
+)
 
 // Digests are the order-independent digests of the ACKed records a plan
 // covers, one per generation (or the part of one the plan takes), summed
@@ -28,11 +34,22 @@ const digestsDir = "_walctl/digests"
 // They outlive the WAL: an audit compares the table with them where the
 // WAL no longer holds the records. They are kept when the plan is retired.
 type Digests struct {
-	Kind          string             `json:"kind"`
-	SchemaVersion int                `json:"schema_version"`
-	Table         string             `json:"table"`
-	Plan          string             `json:"plan"`
-	Generations   []GenerationDigest `json:"generations"`
+	Kind          string `json:"kind"`
+	SchemaVersion int    `json:"schema_version"`
+	Table         string `json:"table"`
+	Plan          string `json:"plan"`
+	// Hash is the row hash the digests are made with (absent, 0, in
+	// records of older walctl versions: digest.Canonical).
+	Hash        digest.Hash        `json:"hash,omitempty"`
+	Generations []GenerationDigest `json:"generations"`
+}
+
+// RowHash is the row hash d's digests are made with.
+func (d *Digests) RowHash() digest.Hash {
+	if d.Hash == 0 {
+		return digest.Canonical
+	}
+	return d.Hash
 }
 
 // GenerationDigest is the digest of positions From–To of one shard: whole
@@ -47,6 +64,9 @@ type GenerationDigest struct {
 func (d *Digests) check() error {
 	if err := checkID("plan id", d.Plan); err != nil {
 		return err
+	}
+	if err := d.RowHash().Check(); err != nil {
+		return fmt.Errorf("digests of plan %s: %w: %w", d.Plan, err, errs.ErrCorrupt)
 	}
 	for _, g := range d.Generations {
 		if g.Shard < 0 || g.From == 0 || g.From > g.To || g.Digest.Rows < 0 {
@@ -85,6 +105,82 @@ func (s *Store) AllDigests(ctx context.Context) ([]*Digests, error) {
 	return listRecords[Digests](ctx, s, digestsDir, KindDigests)
 }
 
+// RowHashRecord names the row hash every digest of a table is made with:
+// the digests are compared with the table's rows hashed alike, years later.
+// It is recorded create-if-absent before the table's first digests and
+// never changes.
+type RowHashRecord struct {
+	Kind          string      `json:"kind"`
+	SchemaVersion int         `json:"schema_version"`
+	Table         string      `json:"table"`
+	Hash          digest.Hash `json:"hash"`
+}
+
+// RowHash returns the row hash the table's digests are made with. Unless
+// one is recorded it records one, create-if-absent: digest.Latest for a
+// table without digests, digest.Canonical for one an older walctl has
+// digested (it made them with that hash and recorded none). The record is
+// read back, so concurrent callers agree. A failed fsync wraps
+// durable.ErrSyncFailed.
+//
+// An older walctl ignores the record: during a rolling upgrade it may add
+// Canonical digests to a table on Columns. It cannot hide damage: an audit
+// compares only the digests made with the table's hash, and reports the
+// positions of the others as without a digest. Upgrade every worker and
+// catch-up image before verifying.
+func (s *Store) RowHash(ctx context.Context, table string) (digest.Hash, error) {
+	if h, ok, err := s.RecordedRowHash(ctx); err != nil || ok {
+		return h, err
+	}
+	entries, err := s.st.List(ctx, digestsDir)
+	if err != nil {
+		return 0, err
+	}
+	h := digest.Latest
+	if len(recordKeys(entries)) > 0 {
+		h = digest.Canonical
+	}
+	data, err := json.MarshalIndent(&RowHashRecord{Kind: KindRowHash, SchemaVersion: recordSchema, Table: table, Hash: h}, "", "  ")
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.createRecord(rowHashKey, data); err != nil {
+		return 0, fmt.Errorf("record the row hash of %s: %w", table, err)
+	}
+	h, _, err = s.RecordedRowHash(ctx)
+	return h, err
+}
+
+// RecordedRowHash returns the table's recorded row hash and true; without
+// a record, digest.Canonical and false (the hash of any digest an older
+// walctl recorded). It records nothing.
+func (s *Store) RecordedRowHash(ctx context.Context) (digest.Hash, bool, error) {
+	var r RowHashRecord
+	src, err := s.readRecord(rowHashKey, KindRowHash, &r)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return digest.Canonical, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if err := r.Hash.Check(); err != nil {
+		return 0, false, fmt.Errorf("%s: %w: %w", src.path, err, errs.ErrCorrupt)
+	}
+	return r.Hash, true, nil
+}
+
+// recordKeys are the keys of entries that name records (hidden and
+// non-JSON names, e.g. temporaries, are not).
+func recordKeys(entries []objstore.Info) []string {
+	var out []string
+	for _, e := range entries {
+		if n := path.Base(e.Key); strings.HasSuffix(n, ".json") && !strings.HasPrefix(n, ".") {
+			out = append(out, e.Key)
+		}
+	}
+	return out
+}
+
 // listRecords reads every record of kind under dir (hidden and non-JSON
 // names, e.g. temporaries, are skipped); the first unreadable one fails.
 func listRecords[T any](ctx context.Context, s *Store, dir, kind string) ([]*T, error) {
@@ -93,12 +189,9 @@ func listRecords[T any](ctx context.Context, s *Store, dir, kind string) ([]*T, 
 		return nil, err
 	}
 	var out []*T
-	for _, e := range entries {
-		if n := path.Base(e.Key); !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
-			continue
-		}
+	for _, key := range recordKeys(entries) {
 		r := new(T)
-		if _, err := s.readRecord(e.Key, kind, r); err != nil {
+		if _, err := s.readRecord(key, kind, r); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -109,8 +202,8 @@ func listRecords[T any](ctx context.Context, s *Store, dir, kind string) ([]*T, 
 // recordDigests records the plan's digests, create-if-absent, from the
 // entry digests its files' lineages took while being prepared: the WAL is
 // read and hashed once per publication, not once more for the audit.
-func (s *Session) recordDigests(ctx context.Context, plan *Plan, jobs []fileJob) error {
-	d := newDigests(plan)
+func (s *Session) recordDigests(ctx context.Context, plan *Plan, hash digest.Hash, jobs []fileJob) error {
+	d := newDigests(plan, hash)
 	for _, r := range plan.Ranges {
 		gens, err := s.p.log.Generations(ctx, plan.Table, r.Shard)
 		if err != nil {
@@ -152,8 +245,8 @@ func addEntries(parts []GenerationDigest, j fileJob) error {
 	return nil
 }
 
-func newDigests(plan *Plan) *Digests {
-	return &Digests{Kind: KindDigests, SchemaVersion: recordSchema, Table: plan.Table, Plan: plan.ID, Generations: []GenerationDigest{}}
+func newDigests(plan *Plan, hash digest.Hash) *Digests {
+	return &Digests{Kind: KindDigests, SchemaVersion: recordSchema, Table: plan.Table, Plan: plan.ID, Hash: hash, Generations: []GenerationDigest{}}
 }
 
 // ensureDigests records the plan's digests unless they are recorded already
@@ -166,7 +259,11 @@ func (s *Session) ensureDigests(ctx context.Context, plan *Plan) error {
 	if err != nil || ok {
 		return err
 	}
-	d, err := ComputeDigests(ctx, s.p.log, plan)
+	hash, err := s.rowHash(ctx)
+	if err != nil {
+		return err
+	}
+	d, err := ComputeDigests(ctx, s.p.log, plan, hash)
 	if err != nil {
 		return err
 	}
@@ -174,9 +271,10 @@ func (s *Session) ensureDigests(ctx context.Context, plan *Plan) error {
 }
 
 // ComputeDigests reads the plan's ranges from log and digests them per
-// generation. It reads only; cancellation returns ctx's error.
-func ComputeDigests(ctx context.Context, log wal.Log, plan *Plan) (*Digests, error) {
-	d := newDigests(plan)
+// generation, rows hashed by hash. It reads only; cancellation returns
+// ctx's error.
+func ComputeDigests(ctx context.Context, log wal.Log, plan *Plan, hash digest.Hash) (*Digests, error) {
+	d := newDigests(plan, hash)
 	for _, r := range plan.Ranges {
 		gens, err := log.Generations(ctx, plan.Table, r.Shard)
 		if err != nil {
@@ -186,7 +284,7 @@ func ComputeDigests(ctx context.Context, log wal.Log, plan *Plan) (*Digests, err
 		for i := range parts {
 			g := &parts[i]
 			err := log.Read(ctx, plan.Table, r.Shard, g.From, g.To, func(e wal.Entry) error {
-				g.Digest.Add(e.Record)
+				g.Digest.Add(hash, e.Record)
 				return nil
 			})
 			if err != nil {
@@ -196,6 +294,19 @@ func ComputeDigests(ctx context.Context, log wal.Log, plan *Plan) (*Digests, err
 		d.Generations = append(d.Generations, parts...)
 	}
 	return d, nil
+}
+
+// rowHash returns the table's row hash (Store.RowHash), read or recorded
+// once per session: it never changes.
+func (s *Session) rowHash(ctx context.Context) (digest.Hash, error) {
+	if s.hash == 0 {
+		h, err := s.store.RowHash(ctx, s.table)
+		if err != nil {
+			return 0, err
+		}
+		s.hash = h
+	}
+	return s.hash, nil
 }
 
 // splitByGeneration cuts r at the generation boundaries gens list; a part

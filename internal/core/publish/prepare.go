@@ -58,10 +58,14 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	hash, err := s.rowHash(ctx)
+	if err != nil {
+		return nil, err
+	}
 	prep := &Prepared{Kind: KindPrepared, SchemaVersion: recordSchema, Plan: plan.ID, Attempt: newID()[:16], PreparedBy: s.p.cfg.Owner.ID}
 	jobs := make([]fileJob, len(plan.Files))
 	for i, fr := range plan.Files {
-		jobs[i] = fileJob{index: i, name: fmt.Sprintf("walctl-%s-%s-%03d", plan.Key()[:12], prep.Attempt, i), rng: fr, lin: &FileLineage{}}
+		jobs[i] = fileJob{index: i, name: fmt.Sprintf("walctl-%s-%s-%03d", plan.Key()[:12], prep.Attempt, i), rng: fr, lin: &FileLineage{Hash: hash}}
 	}
 	var descs []lance.Descriptor
 	if s.p.cfg.PipelinePreparation {
@@ -78,7 +82,7 @@ func (s *Session) prepare(ctx context.Context, plan *Plan) (*Prepared, error) {
 	for i, fr := range plan.Files {
 		prep.Files = append(prep.Files, PreparedFile{Range: fr, Descriptor: descs[i], Lineage: jobs[i].lin})
 	}
-	if err := s.recordDigests(ctx, plan, jobs); err != nil {
+	if err := s.recordDigests(ctx, plan, hash, jobs); err != nil {
 		return nil, err
 	}
 	prep.PreparedAt = s.now().UTC()

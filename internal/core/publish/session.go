@@ -14,6 +14,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/budget"
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/digest"
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/failpoint"
@@ -175,6 +176,7 @@ type Session struct {
 	fenced bool
 	ds     *lance.Dataset
 	store  *Store
+	hash   digest.Hash // the table's row hash, once read (rowHash)
 	rounds int
 	log    *slog.Logger
 }

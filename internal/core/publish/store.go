@@ -144,6 +144,9 @@ type PreparedFile struct {
 // row count of each WAL entry in order, which maps a row of the file to its
 // WAL position (EntryRows[i] rows of position Range.From+i).
 type FileLineage struct {
+	// Hash is the row hash Digest is made with (absent in records of older
+	// walctl versions: digest.Canonical).
+	Hash      digest.Hash   `json:"hash,omitempty"`
 	Digest    digest.Digest `json:"digest"`
 	EntryRows []int64       `json:"entry_rows"`
 	// entries is each entry's digest, in order, while the file is being
@@ -154,7 +157,7 @@ type FileLineage struct {
 
 func (l *FileLineage) add(rec arrow.RecordBatch) {
 	var d digest.Digest
-	d.Add(rec)
+	d.Add(l.Hash, rec)
 	l.Digest = l.Digest.Plus(d)
 	l.EntryRows = append(l.EntryRows, rec.NumRows())
 	l.entries = append(l.entries, d)

@@ -43,6 +43,9 @@ type auditor struct {
 	live    map[uint64][]walPos
 	want    digest.Digest // of the trimmed positions, every shard
 	digests bool          // every trimmed position has a digest
+	// otherHash counts the digest records made with another row hash than
+	// the table's (by an older walctl during an upgrade): not comparable.
+	otherHash int
 	// origins maps the content of every row of walctl's data files that
 	// the version no longer holds (compacted away) to its WAL position;
 	// built on first need (originOf).
@@ -106,7 +109,7 @@ func (a *auditor) scan(r *publish.Reader, byPath map[string]publish.PreparedFile
 			isDel[int64(o)] = true
 		}
 		var alive []uint64
-		for i, h := range rowHashes(rec) {
+		for i, h := range a.hash.Rows(rec) {
 			rw := row{h: h, frag: len(a.frags) - 1, off: int64(i)}
 			switch {
 			case isDel[int64(i)]:
@@ -140,6 +143,10 @@ func (a *auditor) expected(dir objstore.Store) error {
 	}
 	byShard := map[int][]publish.GenerationDigest{}
 	for _, d := range all {
+		if d.RowHash() != a.hash {
+			a.otherHash++
+			continue
+		}
 		for _, g := range d.Generations {
 			byShard[g.Shard] = append(byShard[g.Shard], g)
 		}
@@ -176,8 +183,12 @@ func (a *auditor) tile(s int, gens []publish.GenerationDigest) uint64 {
 		i := sort.Search(len(gens), func(i int) bool { return gens[i].From >= next })
 		if i == len(gens) || gens[i].From != next || gens[i].To > sr.Watermark {
 			a.digests = false
+			why := "published by an older walctl"
+			if a.otherHash > 0 {
+				why = fmt.Sprintf("or one made with another row hash than the table's %d: %d digest record(s) are, written by an older walctl during an upgrade", a.hash, a.otherHash)
+			}
 			a.problem(Problem{Kind: KindNoDigest, Shard: s, From: next, To: through,
-				Detail: fmt.Sprintf("shard %d positions %d–%d are trimmed and have no recorded digest (published by an older walctl): their records cannot be compared", s, next, through)})
+				Detail: fmt.Sprintf("shard %d positions %d–%d are trimmed and have no recorded digest (%s): their records cannot be compared", s, next, through, why)})
 			return through + 1
 		}
 		a.want = a.want.Plus(gens[i].Digest)
@@ -251,7 +262,7 @@ func (a *auditor) originOf(h uint64) (walPos, bool) {
 			if err != nil {
 				continue // removed by clean, or unreadable: no origin from it
 			}
-			for i, rh := range rowHashes(rec) {
+			for i, rh := range a.hash.Rows(rec) {
 				if p, ok := pf.Lineage.Position(pf.Range.From, int64(i)); ok {
 					a.origins[rh] = walPos{shard: pf.Range.Shard, pos: p}
 				}

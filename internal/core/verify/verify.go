@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/walctl/walctl/internal/core/digest"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/objstore"
@@ -89,6 +90,9 @@ type Report struct {
 	Fragments   int                `json:"fragments"`
 	TableRows   int64              `json:"table_rows"`   // live rows (deletions honoured)
 	DeletedRows int64              `json:"deleted_rows"` // rows deletion files remove
+	// RowHash is the row hash the table's digests are made with, and every
+	// row is compared by (digest.Hash: 1 or 2).
+	RowHash digest.Hash `json:"row_hash"`
 	// ComparedWAL records were compared one by one with the retained WAL,
 	// ComparedDigest by the digests of trimmed positions; ForeignRows are
 	// rows of fragments another writer appended.
@@ -160,9 +164,13 @@ func Table(ctx context.Context, log wal.Log, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{ctx: ctx, log: log, table: opts.Table, shards: map[int]*ShardReport{}}
+	hash, _, err := publish.NewStoreOn(dir).RecordedRowHash(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &verifier{ctx: ctx, log: log, table: opts.Table, hash: hash, shards: map[int]*ShardReport{}}
 	rep := &Report{Table: opts.Table, Version: r.Manifest.Version, Epoch: r.State.Epoch, Watermarks: r.State.Watermarks,
-		Fragments: len(r.Manifest.Fragments), Shards: []ShardReport{}, Problems: []Problem{}}
+		Fragments: len(r.Manifest.Fragments), RowHash: hash, Shards: []ShardReport{}, Problems: []Problem{}}
 	v.rep = rep
 	v.initShards(stats, info.Shards, r.State.Watermarks)
 	if err := v.pending(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/digest"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/core/lance"
@@ -298,5 +299,60 @@ func TestReportSaysWhatWasCompared(t *testing.T) {
 	}
 	if sum := rep.Summary(); !strings.Contains(sum, "compared 20 records with the WAL, 100 by digest, 0 foreign rows: no missing or duplicated records") {
 		t.Fatalf("summary: %q", sum)
+	}
+}
+
+// A table's digests are compared with its rows hashed by the table's row
+// hash. A digest record made with another (an older walctl's, during an
+// upgrade) is not compared: its positions are reported as without a digest,
+// naming why, never as unexpected content.
+func TestDigestsOfAnotherRowHashAreNotCompared(t *testing.T) {
+	e := newEnv(t)
+	e.produce(0, 4, 25)
+	e.publishAll(false)
+	e.produce(0, 3, 10)
+	e.publishAll(false)
+	rep := e.verify()
+	if !rep.OK || rep.RowHash != digest.Latest || rep.ComparedDigest != 130 {
+		t.Fatalf("before: %+v", rep)
+	}
+	dir := filepath.Join(e.lance, "t.lance", "_walctl", "digests")
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("digest records: %v %v", entries, err)
+	}
+	edited := 0
+	for _, en := range entries {
+		p := filepath.Join(dir, en.Name())
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec["hash"] != float64(digest.Latest) {
+			t.Fatalf("%s names row hash %v", en.Name(), rec["hash"])
+		}
+		if gens := rec["generations"].([]any); gens[0].(map[string]any)["from"] == float64(5) {
+			delete(rec, "hash") // as an older walctl wrote it
+			raw, _ = json.Marshal(rec)
+			if err := os.WriteFile(p, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			edited++
+		}
+	}
+	if edited != 1 {
+		t.Fatalf("%d records start at position 5", edited)
+	}
+	rep = e.verify()
+	if rep.OK || rep.Unexpected != 0 || len(rep.Problems) != 1 {
+		t.Fatalf("after: %+v", rep)
+	}
+	p := rep.Problems[0]
+	if p.Kind != KindNoDigest || p.Shard != 0 || p.From != 5 || p.To != 7 || !strings.Contains(p.Detail, "another row hash than the table's 2: 1 digest record(s)") {
+		t.Fatalf("problem: %+v", p)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/walctl/walctl/internal/core/digest"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -18,6 +16,7 @@ type verifier struct {
 	ctx    context.Context
 	log    wal.Log
 	table  string
+	hash   digest.Hash // the table's row hash: its digests' and every row's
 	shards map[int]*ShardReport
 	rep    *Report
 	// above counts the rows of retained WAL entries above the watermark:
@@ -44,7 +43,7 @@ func (v *verifier) pending() error {
 		}
 		err := v.read(s, from, sr.LastPosition, func(e wal.Entry) error {
 			sr.PendingEntries++
-			for _, h := range digest.Rows(e.Record) {
+			for _, h := range v.hash.Rows(e.Record) {
 				v.above[h]++
 			}
 			return nil
@@ -81,12 +80,9 @@ func (v *verifier) retained(s int, from, to uint64, into map[uint64][]walPos) er
 	return v.read(s, from, to, func(e wal.Entry) error {
 		sr.WALEntries++
 		sr.WALRecords += e.Record.NumRows()
-		for _, h := range digest.Rows(e.Record) {
+		for _, h := range v.hash.Rows(e.Record) {
 			into[h] = append(into[h], walPos{shard: s, pos: e.Position})
 		}
 		return nil
 	})
 }
-
-// rowHashes hashes every row of rec.
-func rowHashes(rec arrow.RecordBatch) []uint64 { return digest.Rows(rec) }
