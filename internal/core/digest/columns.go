@@ -3,6 +3,8 @@ package digest
 import (
 	"math"
 	"math/bits"
+	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -29,20 +31,32 @@ import (
 // out (an offset, a slice, a validity bitmap without nulls), and maps
 // String and LargeString (Binary and LargeBinary) alike. Columns are taken
 // one at a time, each with its type resolved once.
-func ColumnRows(rec arrow.RecordBatch) []uint64 {
+func ColumnRows(rec arrow.RecordBatch) []uint64 { return appendColumnRows(nil, rec) }
+
+// appendColumnRows appends the Columns hash of each of rec's rows to out.
+// Its working memory (a column's words, the null masks) is pooled: a
+// publication digests every entry it writes.
+func appendColumnRows(out []uint64, rec arrow.RecordBatch) []uint64 {
 	n, cols := int(rec.NumRows()), int(rec.NumCols())
 	maskWords := (cols + 63) / 64
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = prime5 + uint64(8*(cols+maskWords))
+	base := len(out)
+	out = slices.Grow(out, n)[:base+n]
+	hs := out[base:]
+	for i := range hs {
+		hs[i] = prime5 + uint64(8*(cols+maskWords))
 	}
-	w := make(words, n)
+	wp := getScratch(n)
+	defer scratch.Put(wp)
+	w := words(*wp)
 	var masks []uint64 // row i's mask words at masks[i*maskWords:], once a column has a null
 	for c, col := range rec.Columns() {
 		w.fill(col)
 		if col.NullN() > 0 {
 			if masks == nil {
-				masks = make([]uint64, n*maskWords)
+				mp := getScratch(n * maskWords)
+				defer scratch.Put(mp)
+				masks = *mp
+				clear(masks)
 			}
 			for i := range n {
 				if col.IsNull(i) {
@@ -52,22 +66,39 @@ func ColumnRows(rec arrow.RecordBatch) []uint64 {
 			}
 		}
 		for i, v := range w {
-			out[i] = fold(out[i], v)
+			hs[i] = fold(hs[i], v)
 		}
 	}
 	for m := range maskWords {
-		for i := range out {
+		for i := range hs {
 			var v uint64
 			if masks != nil {
 				v = masks[i*maskWords+m]
 			}
-			out[i] = fold(out[i], v)
+			hs[i] = fold(hs[i], v)
 		}
 	}
-	for i, h := range out {
-		out[i] = avalanche(h)
+	for i, h := range hs {
+		hs[i] = avalanche(h)
 	}
 	return out
+}
+
+// scratch pools the word buffers of ColumnRows and Digest.Add.
+var scratch sync.Pool
+
+// getScratch returns a pooled buffer of n words (contents undefined); the
+// caller puts it back.
+func getScratch(n int) *[]uint64 {
+	p, _ := scratch.Get().(*[]uint64)
+	if p == nil {
+		p = new([]uint64)
+	}
+	if cap(*p) < n {
+		*p = make([]uint64, n)
+	}
+	*p = (*p)[:n]
+	return p
 }
 
 // xxHash64's primes.

@@ -47,11 +47,13 @@ func (h Hash) Check() error {
 
 // Rows returns the hash of each row of rec, in order, by function h
 // (Check must have passed).
-func (h Hash) Rows(rec arrow.RecordBatch) []uint64 {
+func (h Hash) Rows(rec arrow.RecordBatch) []uint64 { return h.appendRows(nil, rec) }
+
+func (h Hash) appendRows(out []uint64, rec arrow.RecordBatch) []uint64 {
 	if h == Columns {
-		return ColumnRows(rec)
+		return appendColumnRows(out, rec)
 	}
-	return CanonicalRows(rec)
+	return appendCanonicalRows(out, rec)
 }
 
 // Digest is the order-independent digest of a multiset of rows: how many
@@ -62,11 +64,15 @@ type Digest struct {
 	Sum  uint64 `json:"sum,string"`
 }
 
-// Add counts every row of rec, hashed by h, into d.
+// Add counts every row of rec, hashed by h, into d. The row hashes are
+// taken into a pooled buffer: a publication digests every entry it writes.
 func (d *Digest) Add(h Hash, rec arrow.RecordBatch) {
-	for _, v := range h.Rows(rec) {
+	p := getScratch(0)
+	*p = h.appendRows(*p, rec)
+	for _, v := range *p {
 		d.AddHash(v)
 	}
+	scratch.Put(p)
 }
 
 // AddHash counts one row by its hash.
@@ -89,20 +95,24 @@ func (d Digest) Minus(o Digest) Digest { return Digest{Rows: d.Rows - o.Rows, Su
 // hash cost a call and a copy per value (most of a publication's CPU, with
 // vector columns). Each column's appender is chosen once per batch, not
 // per value.
-func CanonicalRows(rec arrow.RecordBatch) []uint64 {
-	out := make([]uint64, rec.NumRows())
+func CanonicalRows(rec arrow.RecordBatch) []uint64 { return appendCanonicalRows(nil, rec) }
+
+// appendCanonicalRows appends the Canonical hash of each of rec's rows to
+// out.
+func appendCanonicalRows(out []uint64, rec arrow.RecordBatch) []uint64 {
 	apps := make([]func(b []byte, i int) []byte, rec.NumCols())
 	for c, col := range rec.Columns() {
 		apps[c] = appender(col)
 	}
+	out = slices.Grow(out, int(rec.NumRows()))
 	var buf []byte
-	for i := range out {
+	for i := range int(rec.NumRows()) {
 		buf = buf[:0]
 		for _, app := range apps {
 			buf = app(buf, i)
 			buf = append(buf, 0xfe) // column separator
 		}
-		out[i] = xxhash.Sum64(buf)
+		out = append(out, xxhash.Sum64(buf))
 	}
 	return out
 }
