@@ -61,11 +61,12 @@ WAL) with the memory budget --budget and the mode's preparation (buffered, or
 streamed: worker.publication.pipeline_preparation). Print the publication's
 MiB/s (WAL bytes published over the time from taking the claim to the idle
 round), the child's peak resident set (VmHWM, from wait4's rusage), and the ratio
-to the disk's own bandwidth: dd if=/dev/zero bs=1M conv=fdatasync runs right
-before and right after each publication, its backlog in place, and every
+to the disk's own bandwidth: dd if=/dev/zero bs=1M conv=fdatasync runs once
+on the quiet disk, then after each backlog is built until the disk has settled
+(at least 3/4 of its best so far, at most 8 runs: a device still absorbing
+gigabytes just written is slow) and right after each publication, and every
 mode's ratio is to the highest of them: the disk's best in this run (shared
-disks drift, and slow down while gigabytes just written are kept). Every
-measurement starts after sync(2). Figures are recorded, never asserted.
+disks drift). Every measurement starts after sync(2). Figures are recorded, never asserted.
 Scratch data is removed unless --keep. With --lance-root s3://bucket/prefix
 the tables go to the bucket under walctl-bench/<run>/ (left there) and each
 mode's data files are then put again, one PutObject each, to the same store:
