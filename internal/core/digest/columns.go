@@ -167,21 +167,13 @@ func (w words) fill(arr arrow.Array) {
 			}
 		}
 	case *array.String:
-		for i := range w {
-			w[i] = xxhash.Sum64String(a.Value(i))
-		}
+		fillStrings(w, a)
 	case *array.LargeString:
-		for i := range w {
-			w[i] = xxhash.Sum64String(a.Value(i))
-		}
+		fillStrings(w, a)
 	case *array.Binary:
-		for i := range w {
-			w[i] = xxhash.Sum64(a.Value(i))
-		}
+		fillBinaries(w, a)
 	case *array.LargeBinary:
-		for i := range w {
-			w[i] = xxhash.Sum64(a.Value(i))
-		}
+		fillBinaries(w, a)
 	case array.ListLike:
 		w.fillLists(a)
 	default:
@@ -206,6 +198,18 @@ func fillInts[T signed](w words, vals []T) {
 func fillUints[T unsigned](w words, vals []T) {
 	for i, v := range vals {
 		w[i] = uint64(v)
+	}
+}
+
+func fillStrings[A interface{ Value(int) string }](w words, a A) {
+	for i := range w {
+		w[i] = xxhash.Sum64String(a.Value(i))
+	}
+}
+
+func fillBinaries[A interface{ Value(int) []byte }](w words, a A) {
+	for i := range w {
+		w[i] = xxhash.Sum64(a.Value(i))
 	}
 }
 
