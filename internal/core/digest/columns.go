@@ -226,12 +226,12 @@ func (w words) fillLists(a array.ListLike) {
 	// are little-endian (walctl is built for amd64 and arm64 only).
 	raw := child.Data().Buffers()[1].Bytes()[child.Data().Offset()*width:]
 	nulls := child.NullN() > 0
-	var scratch []byte
+	var buf []byte
 	for i := range w {
 		start, end := a.ValueOffsets(i)
 		if nulls && hasNull(child, int(start), int(end)) {
-			scratch = appendValue(scratch[:0], a, i)
-			w[i] = xxhash.Sum64(scratch)
+			buf = appendValue(buf[:0], a, i)
+			w[i] = xxhash.Sum64(buf)
 			continue
 		}
 		w[i] = xxhash.Sum64(raw[int(start)*width : int(end)*width])
@@ -240,10 +240,10 @@ func (w words) fillLists(a array.ListLike) {
 
 // fillCanonical hashes each value's canonical bytes.
 func (w words) fillCanonical(arr arrow.Array) {
-	var scratch []byte
+	var buf []byte
 	for i := range w {
-		scratch = appendValue(scratch[:0], arr, i)
-		w[i] = xxhash.Sum64(scratch)
+		buf = appendValue(buf[:0], arr, i)
+		w[i] = xxhash.Sum64(buf)
 	}
 }
 

@@ -88,13 +88,13 @@ func (d Digest) Plus(o Digest) Digest { return Digest{Rows: d.Rows + o.Rows, Sum
 // the result to describe a multiset).
 func (d Digest) Minus(o Digest) Digest { return Digest{Rows: d.Rows - o.Rows, Sum: d.Sum - o.Sum} }
 
-// CanonicalRows returns the Canonical hash of each row of rec, in order: every column's value,
-// nulls included, so two rows hash alike only when their content is equal
-// (up to 64-bit collisions). A row's canonical bytes are laid out in one
-// reused buffer and hashed at once: streaming them value by value into the
-// hash cost a call and a copy per value (most of a publication's CPU, with
-// vector columns). Each column's appender is chosen once per batch, not
-// per value.
+// CanonicalRows returns the Canonical hash of each row of rec, in order:
+// every column's value, nulls included, so two rows hash alike only when
+// their content is equal (up to 64-bit collisions). A row's canonical bytes
+// are laid out in one reused buffer and hashed at once: streaming them
+// value by value into the hash cost a call and a copy per value (most of a
+// publication's CPU, with vector columns). Each column's appender is chosen
+// once per batch, not per value.
 func CanonicalRows(rec arrow.RecordBatch) []uint64 { return appendCanonicalRows(nil, rec) }
 
 // appendCanonicalRows appends the Canonical hash of each of rec's rows to

@@ -183,12 +183,12 @@ func (a *auditor) tile(s int, gens []publish.GenerationDigest) uint64 {
 		i := sort.Search(len(gens), func(i int) bool { return gens[i].From >= next })
 		if i == len(gens) || gens[i].From != next || gens[i].To > sr.Watermark {
 			a.digests = false
-			why := "published by an older walctl"
+			detail := fmt.Sprintf("shard %d positions %d–%d are trimmed and have no recorded digest (published by an older walctl): their records cannot be compared", s, next, through)
 			if a.otherHash > 0 {
-				why = fmt.Sprintf("or one made with another row hash than the table's %d: %d digest record(s) are, written by an older walctl during an upgrade", a.hash, a.otherHash)
+				detail = fmt.Sprintf("shard %d positions %d–%d are trimmed and have no digest made with the table's row hash %d (%d digest record(s) made with another, by an older walctl during an upgrade, are not comparable): their records cannot be compared",
+					s, next, through, a.hash, a.otherHash)
 			}
-			a.problem(Problem{Kind: KindNoDigest, Shard: s, From: next, To: through,
-				Detail: fmt.Sprintf("shard %d positions %d–%d are trimmed and have no recorded digest (%s): their records cannot be compared", s, next, through, why)})
+			a.problem(Problem{Kind: KindNoDigest, Shard: s, From: next, To: through, Detail: detail})
 			return through + 1
 		}
 		a.want = a.want.Plus(gens[i].Digest)

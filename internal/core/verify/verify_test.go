@@ -352,7 +352,7 @@ func TestDigestsOfAnotherRowHashAreNotCompared(t *testing.T) {
 		t.Fatalf("after: %+v", rep)
 	}
 	p := rep.Problems[0]
-	if p.Kind != KindNoDigest || p.Shard != 0 || p.From != 5 || p.To != 7 || !strings.Contains(p.Detail, "another row hash than the table's 2: 1 digest record(s)") {
+	if p.Kind != KindNoDigest || p.Shard != 0 || p.From != 5 || p.To != 7 || !strings.Contains(p.Detail, "no digest made with the table's row hash 2 (1 digest record(s) made with another") {
 		t.Fatalf("problem: %+v", p)
 	}
 }
