@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/walctl/walctl/internal/core/durable"
@@ -138,6 +139,12 @@ type indexWalk struct {
 	badRec   int
 }
 
+// verifyBufs pools walkIndex's entry buffer: an open reads every entry of
+// every generation (8 MiB each by default), and a buffer per generation
+// made the open allocate a third of the WAL's size (memory that is slow to
+// touch on some VMs).
+var verifyBufs sync.Pool
+
 // walkIndex checks g's index records in order against the data file,
 // starting at off (after the schema prefix), filling g.ents, and stops at
 // the first invalid one. Entries are checksummed when verify or when the
@@ -145,7 +152,12 @@ type indexWalk struct {
 func walkIndex(g *gen, gf genParts, off int64, verify, sealed bool) indexWalk {
 	w := indexWalk{off: off, badRec: -1}
 	nFull := len(gf.idx) / recSize
-	var buf []byte
+	bp, _ := verifyBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer verifyBufs.Put(bp)
+	buf := *bp
 	for i := 1; i < nFull && w.bad == nil; i++ {
 		recOff := int64(i) * recSize
 		pos := g.first + uint64(len(g.ents))
@@ -159,7 +171,11 @@ func walkIndex(g *gen, gf genParts, off int64, verify, sealed bool) indexWalk {
 			ok := r.a == uint64(w.off) && r.b > 0 && r.b <= uint64(gf.dataSize-w.off)
 			if ok && (verify || !sealed) { // unsealed: always checked
 				if uint64(cap(buf)) < r.b {
-					buf = make([]byte, r.b) // bounded by the file's size
+					// Grown geometrically (bounded by the file's size, as
+					// r.b is): an entry a little larger than every one
+					// before must not cost a new buffer each time.
+					buf = make([]byte, min(max(r.b, 2*uint64(cap(buf))), uint64(gf.dataSize-w.off)))
+					*bp = buf
 				}
 				b := buf[:r.b]
 				ok = readFull(gf.data, b, w.off) == nil && crc32c(b) == r.crc
