@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -125,13 +124,9 @@ func TestStalledServerIsUnknownOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := syscall.Kill(srv.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	srv.Stop() // returns once the server is stopped
 	err = s.PutIfAbsent(ctx, "t.lance/_versions/2.manifest", []byte("mine"), nil)
-	if cerr := syscall.Kill(srv.Pid(), syscall.SIGCONT); cerr != nil {
-		t.Fatal(cerr)
-	}
+	srv.Cont()
 	if !errors.Is(err, objstore.ErrUnknownOutcome) || errors.Is(err, objstore.ErrExists) {
 		t.Fatalf("PutIfAbsent to a stalled server: %v, want ErrUnknownOutcome", err)
 	}

@@ -183,11 +183,51 @@ func (p *Proc) KillGroup() {
 	<-p.done
 }
 
-// Stop pauses the process (SIGSTOP); Cont lets it go on.
-func (p *Proc) Stop() { p.Signal(syscall.SIGSTOP) }
+// Stop pauses the process (SIGSTOP) and returns once /proc shows it
+// stopped: a signal is delivered asynchronously, and a request sent right
+// after kill(2) could still be served. Cont lets it go on.
+func (p *Proc) Stop() {
+	p.t.Helper()
+	p.Signal(syscall.SIGSTOP)
+	p.waitStopped(true)
+}
 
-// Cont resumes a process paused by Stop (SIGCONT).
-func (p *Proc) Cont() { p.Signal(syscall.SIGCONT) }
+// Cont resumes a process paused by Stop (SIGCONT) and returns once it is
+// no longer stopped.
+func (p *Proc) Cont() {
+	p.t.Helper()
+	p.Signal(syscall.SIGCONT)
+	p.waitStopped(false)
+}
+
+func (p *Proc) waitStopped(stopped bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(DefaultWaitTimeout)
+	for !p.Exited() {
+		st, err := State(p.Pid())
+		if err == nil && (st == "T") == stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: state %s (%v), want stopped=%v", p.Name, st, err, stopped)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// State is process pid's state letter in /proc (R, S, D, T, Z, …).
+func State(pid int) (string, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", err
+	}
+	// "pid (comm) STATE …": comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || len(strings.Fields(string(b[i+1:]))) == 0 {
+		return "", fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	return strings.Fields(string(b[i+1:]))[0], nil
+}
 
 // Terminate asks the process to end (SIGTERM) and waits up to grace for it;
 // then it is killed. It returns how the process ended.

@@ -1,16 +1,12 @@
 package proc
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // A developer's configuration never reaches a child: WALCTL_*, HOME and
@@ -43,18 +39,18 @@ func TestIsolatedEnvDropsTheDevelopersSettings(t *testing.T) {
 	}
 }
 
-// Stop freezes a process, Cont resumes it, Kill ends it by SIGKILL; the
-// output written before is captured.
+// Stop freezes a process and returns once it is stopped, Cont resumes it,
+// Kill ends it by SIGKILL; the output written before is captured.
 func TestStopContKill(t *testing.T) {
 	dir := t.TempDir()
 	r := NewRunner("/bin/sh", dir)
 	ready := filepath.Join(dir, "ready")
 	p := r.Start(t, "sh", nil, "-c", `echo hello; echo $$ > `+ready+`; exec sleep 60`)
 	p.WaitFile(ready)
-	p.Stop()
-	waitStopped(t, p.Pid(), true)
+	p.Stop() // returns once stopped
+	stateIs(t, p.Pid(), true)
 	p.Cont()
-	waitStopped(t, p.Pid(), false)
+	stateIs(t, p.Pid(), false)
 	p.Kill()
 	res := p.Wait()
 	if res.Signal != syscall.SIGKILL || res.Code != -1 || strings.TrimSpace(res.Stdout) != "hello" {
@@ -62,25 +58,12 @@ func TestStopContKill(t *testing.T) {
 	}
 }
 
-// waitStopped waits until /proc shows the process stopped (state T) or
-// not; signals are delivered asynchronously.
-func waitStopped(t *testing.T, pid int, stopped bool) {
+// stateIs checks process pid's state in /proc.
+func stateIs(t *testing.T, pid int, stopped bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// "pid (comm) STATE …"
-		st := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[0]
-		if (st == "T") == stopped {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d in state %s, want stopped=%v", pid, st, stopped)
-		}
-		time.Sleep(10 * time.Millisecond)
+	st, err := State(pid)
+	if err != nil || (st == "T") != stopped {
+		t.Fatalf("process %d in state %s (%v), want stopped=%v", pid, st, err, stopped)
 	}
 }
 

@@ -129,6 +129,13 @@ func (s *Server) Restart() {
 	s.start()
 }
 
+// Stop pauses the server (SIGSTOP) and returns once it is stopped; Cont
+// resumes it.
+func (s *Server) Stop() { s.t.Helper(); s.p.Stop() }
+
+// Cont resumes a server paused by Stop.
+func (s *Server) Cont() { s.t.Helper(); s.p.Cont() }
+
 // Pid is the running server's process id.
 func (s *Server) Pid() int { return s.p.Pid() }
 
