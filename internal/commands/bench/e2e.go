@@ -77,8 +77,9 @@ FILE writes a CPU profile of the whole run (read it with go tool pprof).
 
 EXIT STATUS
   0 measured (also when the backlog grew or did not drain: see "drained"
-    and "bounded"), 2 bad flags, 5 the disk, etcd, the WAL or the worker
-    failed.`,
+    and "bounded"), 2 bad flags, or a run whose data (up to rate × duration:
+    the table keeps every ACKed byte) would not fit under --dir, refused
+    before it writes, 5 the disk, etcd, the WAL or the worker failed.`,
 		Example: "  walctl bench e2e\n  walctl bench e2e --duration 1m --rate 50% --wal-generation-age 2s\n" +
 			"  walctl bench e2e --duration 2m --rate 200MiB/s --output json > e2e.json\n" +
 			"  walctl bench e2e --duration 10s --rate 4MiB/s --dd-mib 16 --keep\n" +

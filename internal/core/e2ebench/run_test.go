@@ -2,10 +2,14 @@ package e2ebench
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 	"github.com/walctl/walctl/internal/core/wal"
@@ -67,4 +71,22 @@ func TestRunPublishesEveryAckedEntry(t *testing.T) {
 	}
 	t.Logf("%d entries, %.2f MiB/s ACKed, freshness p50 %.2fs p99 %.2fs max %.2fs, %d versions",
 		res.AckedEntries, res.AckedMiBps, res.Freshness.P50, res.Freshness.P99, res.Freshness.Max, res.Versions)
+}
+
+// A run whose data would not fit under its directory is refused before a
+// producer starts (exit 2), naming what it would write, where (the --dir
+// given), and the free space; nothing is left behind.
+func TestRunRefusesARunThatWouldFillItsDisk(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Run(context.Background(), Config{Dir: dir, Duration: time.Hour, Rate: 1 << 50, DDMiB: 1})
+	if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "would write up to") ||
+		!strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "free: shorten --duration or lower --rate") {
+		t.Fatalf("a run of 2^50 B/s for an hour: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+	if err := checkSpace(dir, 1<<20, time.Second); err != nil {
+		t.Fatalf("1 MiB/s for a second: %v", err)
+	}
 }
