@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -202,16 +204,10 @@ func (p *Proc) Cont() {
 
 func (p *Proc) waitStopped(stopped bool) {
 	p.t.Helper()
-	deadline := time.Now().Add(DefaultWaitTimeout)
-	for !p.Exited() {
-		st, err := State(p.Pid())
-		if err == nil && (st == "T") == stopped {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: state %s (%v), want stopped=%v", p.Name, st, err, stopped)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultWaitTimeout)
+	defer cancel()
+	if err := WaitForState(ctx, p.Pid(), stopped, p.done); err != nil && !errors.Is(err, ErrGone) {
+		p.t.Fatalf("%s: %v", p.Name, err)
 	}
 }
 

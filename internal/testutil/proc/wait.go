@@ -80,6 +80,28 @@ func WaitForPort(ctx context.Context, addr string, gone <-chan struct{}) error {
 	}
 }
 
+// WaitForState waits until process pid is stopped (state T in /proc) or,
+// with stopped false, no longer stopped; until gone is closed (ErrGone) or
+// ctx ends. A stop announces nothing to a parent whose wait4 runs
+// elsewhere (exec.Cmd.Wait), so this reads /proc every 5ms.
+func WaitForState(ctx context.Context, pid int, stopped bool, gone <-chan struct{}) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := State(pid)
+		if err == nil && (st == "T") == stopped {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-gone:
+			return fmt.Errorf("waiting for process %d (stopped=%v): %w", pid, stopped, ErrGone)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for process %d in state %s (%v) to be stopped=%v: %w", pid, st, err, stopped, ctx.Err())
+		}
+	}
+}
+
 // FreePort returns a loopback address with a port that was free a moment
 // ago, for servers that must be told their port (etcd). Another process may
 // take it meanwhile: the caller's readiness wait then fails.
