@@ -66,7 +66,12 @@ on the quiet disk, then after each backlog is built until the disk has settled
 (at least 3/4 of its best so far, at most 8 runs: a device still absorbing
 gigabytes just written is slow) and right after each publication, and every
 mode's ratio is to the highest of them: the disk's best in this run (shared
-disks drift). Every measurement starts after sync(2). Figures are recorded, never asserted.
+disks drift). On a local root, dd then runs once more over the publication's
+own size, its scratch data removed first ("same-size dd"): a short dd can
+measure a burst the page cache absorbs that gigabytes do not get (on a VM
+whose host takes back free memory, page cache grown into new memory is
+written at the rate the host backs new pages). Every measurement starts
+after sync(2). Figures are recorded, never asserted.
 Scratch data is removed unless --keep. With --lance-root s3://bucket/prefix
 the tables go to the bucket under walctl-bench/<run>/ (left there) and each
 mode's data files are then put again, one PutObject each, to the same store:

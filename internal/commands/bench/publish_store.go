@@ -73,13 +73,18 @@ func publishTable(res pubbench.Result, s3 bool) *render.Table {
 	cols := []string{"mode", "MiB", "MiB/s", "peak RSS", "budget", "dd MiB/s", "ratio to dd", "files", "rows"}
 	if s3 {
 		cols = append(cols, "raw put MiB/s", "ratio to raw put")
+	} else {
+		cols = append(cols, "same-size dd MiB/s", "ratio to it")
 	}
 	t := render.NewTable(cols...)
 	for _, r := range res.Runs {
 		row := []string{r.Mode, fmt.Sprintf("%.0f", float64(r.Bytes)/(1<<20)), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.0f MiB", r.PeakRSSMiB),
 			humanize.IBytes(uint64(res.Budget)), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.RatioToDD), fmt.Sprint(r.Files), humanize.Comma(r.Rows)}
-		if s3 && r.Put != nil {
+		switch {
+		case s3 && r.Put != nil:
 			row = append(row, fmt.Sprintf("%.1f", r.Put.MiBps), fmt.Sprintf("%.2f", r.RatioToPut))
+		case !s3 && r.DDSameSize != nil:
+			row = append(row, fmt.Sprintf("%.1f", r.DDSameSize.MiBps), fmt.Sprintf("%.2f", r.RatioToDDSameSize))
 		}
 		t.Add(row...)
 	}

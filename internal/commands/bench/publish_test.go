@@ -87,6 +87,11 @@ func TestPublishRun(t *testing.T) {
 	if !ok || len(res.Runs) != 2 || res.Runs[0].Mode != "buffered" || res.Runs[1].Mode != "streamed" || res.Runs[0].Bytes != 1<<20 || len(res.Backlog) != 2 {
 		t.Fatalf("printed %+v", printed)
 	}
+	for _, r := range res.Runs {
+		if r.DDSameSize == nil || r.DDSameSize.MiB != 1 || r.RatioToDDSameSize <= 0 {
+			t.Fatalf("%s: no same-size dd of its 1 MiB publication: %+v", r.Mode, r)
+		}
+	}
 	for _, bl := range res.Backlog {
 		if bl.Bytes < 256<<10 {
 			t.Fatalf("backlog %+v smaller than --size", bl)
