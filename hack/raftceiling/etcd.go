@@ -18,9 +18,12 @@ import (
 // etcdNode is one replica: its raft.Node, the storage raft reads from, its
 // durable log file, and the proposals waiting for their entry to commit.
 type etcdNode struct {
+	id      uint64
 	n       raft.Node
 	storage *raft.MemoryStorage
 	log     *logFile
+	applied *logFile // -apply: the second durable write
+	net     *etcdNet // -tcp: nil hands messages over in memory
 	inboxes map[uint64]chan *pb.Message
 	elected chan<- *etcdNode // told when this replica becomes leader
 	mu      sync.Mutex
@@ -29,6 +32,10 @@ type etcdNode struct {
 
 func (e *etcdNode) send(ctx context.Context, msgs []*pb.Message) {
 	for _, m := range msgs {
+		if e.net != nil {
+			e.net.send(ctx, e.id, m)
+			continue
+		}
 		select {
 		case e.inboxes[m.GetTo()] <- m:
 		case <-ctx.Done():
@@ -76,11 +83,30 @@ func (e *etcdNode) run(ctx context.Context) {
 			if !lead {
 				e.send(ctx, rd.Messages)
 			}
-			for _, ent := range rd.CommittedEntries {
-				e.commit(ent)
-			}
+			e.apply(rd.CommittedEntries)
 			e.n.Advance()
 		}
+	}
+}
+
+// apply writes the proposals among ents to the second file durably (with
+// -apply), then answers them.
+func (e *etcdNode) apply(ents []*pb.Entry) {
+	if e.applied != nil {
+		var frames [][]byte
+		for _, ent := range ents {
+			if ent.GetType() == pb.EntryNormal && len(ent.GetData()) >= 8 {
+				frames = append(frames, ent.GetData())
+			}
+		}
+		if len(frames) > 0 {
+			if err := e.applied.append(frames); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	for _, ent := range ents {
+		e.commit(ent)
 	}
 }
 
@@ -109,12 +135,19 @@ func runEtcd() (float64, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	var nodes []*etcdNode
+	var tnet *etcdNet
 	defer func() { // stop every loop before the log files close
 		cancel()
 		loops.Wait()
 		for _, e := range nodes {
 			e.n.Stop()
 			e.log.close()
+			if e.applied != nil {
+				e.applied.close()
+			}
+		}
+		if tnet != nil {
+			tnet.close()
 		}
 	}()
 	elected := make(chan *etcdNode, 3)
@@ -129,9 +162,26 @@ func runEtcd() (float64, error) {
 		}
 		st := raft.NewMemoryStorage()
 		c := &raft.Config{ID: id, ElectionTick: 10, HeartbeatTick: 1, Storage: st, MaxSizePerMsg: 16 << 20, MaxInflightMsgs: 256}
-		e := &etcdNode{storage: st, log: lf, inboxes: inboxes, elected: elected, waiting: map[uint64]chan error{}}
+		e := &etcdNode{id: id, storage: st, log: lf, inboxes: inboxes, elected: elected, waiting: map[uint64]chan error{}}
+		if *applied {
+			if e.applied, err = openLog("raftceiling.etcd.applied." + strconv.FormatUint(id, 10)); err != nil {
+				return 0, err
+			}
+		}
 		e.n = raft.StartNode(c, []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}})
 		nodes = append(nodes, e)
+	}
+	if *useTCP {
+		var err error
+		tnet, err = newEtcdNet(ctx, []uint64{1, 2, 3}, func(to uint64, m *pb.Message) { nodes[to-1].n.Step(ctx, m) })
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range nodes {
+			e.net = tnet
+		}
+	}
+	for _, e := range nodes { // the loops start once the transport is set
 		loops.Add(2)
 		go func() { defer loops.Done(); e.run(ctx) }()
 		go func(in chan *pb.Message) {
@@ -144,7 +194,7 @@ func runEtcd() (float64, error) {
 					e.n.Step(ctx, m)
 				}
 			}
-		}(inboxes[id])
+		}(inboxes[e.id])
 	}
 	var leader *etcdNode
 	select {

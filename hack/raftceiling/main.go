@@ -17,7 +17,14 @@
 // hashicorp/raft runs over its TCP transport on loopback; go.etcd.io/raft
 // has no transport, so its messages are handed between replicas in memory
 // (an advantage), and its leader sends entries before persisting them
-// (Raft thesis §10.2.1), which hashicorp/raft cannot.
+// (Raft thesis §10.2.1), which hashicorp/raft cannot. -tcp carries
+// go.etcd.io/raft's messages over loopback TCP instead (-tls: mutual TLS
+// 1.3), and -apply adds walctl's second durable write (the applied engine)
+// before a proposal is answered: with both, the figure is the ceiling of a
+// walctl group on go.etcd.io/raft, still without the client hop and with
+// the three replicas sharing one process.
+//
+//	go run ./hack/raftceiling -lib etcd -tls -apply
 package main
 
 import (
@@ -42,6 +49,9 @@ var (
 	rounds    = flag.Int("rounds", 3, "rounds")
 	prealloc  = flag.Bool("prealloc", false, "zero-fill the log files first, so that appends write over allocated blocks")
 	libs      = flag.String("lib", "hashicorp,etcd", "libraries to measure")
+	useTCP    = flag.Bool("tcp", false, "go.etcd.io/raft: carry messages over loopback TCP instead of in memory")
+	useTLS    = flag.Bool("tls", false, "go.etcd.io/raft: mutual TLS 1.3 on those connections (implies -tcp)")
+	applied   = flag.Bool("apply", false, "go.etcd.io/raft: each replica also writes committed entries to a second file (one fdatasync per batch) before a proposal is answered, as walctl's applied engine does")
 )
 
 // logFile is one replica's durable log: batches appended with one write and
@@ -130,6 +140,7 @@ func dd() (float64, error) {
 
 func main() {
 	flag.Parse()
+	*useTCP = *useTCP || *useTLS
 	run := map[string]func() (float64, error){"hashicorp": runHashicorp, "etcd": runEtcd}
 	names := strings.Split(*libs, ",")
 	for _, name := range names {
@@ -166,7 +177,11 @@ func main() {
 	for _, name := range names {
 		e := eff[name]
 		slices.Sort(e)
-		fmt.Printf("%s: disk efficiency median %.2f [%.2f-%.2f] over %d rounds, %d producers, prealloc=%v\n", name, e[len(e)/2], e[0], e[len(e)-1], len(e), *producers, *prealloc)
+		fmt.Printf("%s: disk efficiency median %.2f [%.2f-%.2f] over %d rounds, %d producers, prealloc=%v", name, e[len(e)/2], e[0], e[len(e)-1], len(e), *producers, *prealloc)
+		if name == "etcd" {
+			fmt.Printf(" tcp=%v tls=%v apply=%v", *useTCP, *useTLS, *applied)
+		}
+		fmt.Println()
 	}
 }
 
