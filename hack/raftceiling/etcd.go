@@ -182,19 +182,7 @@ func runEtcd() (float64, error) {
 		}
 	}
 	for _, e := range nodes { // the loops start once the transport is set
-		loops.Add(2)
-		go func() { defer loops.Done(); e.run(ctx) }()
-		go func(in chan *pb.Message) {
-			defer loops.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case m := <-in:
-					e.n.Step(ctx, m)
-				}
-			}
-		}(inboxes[e.id])
+		e.start(ctx, &loops, inboxes[e.id])
 	}
 	var leader *etcdNode
 	select {
@@ -209,19 +197,42 @@ func runEtcd() (float64, error) {
 		next++
 		id := next
 		idmu.Unlock()
-		binary.LittleEndian.PutUint64(data, id)
-		w := make(chan error, 1)
-		leader.mu.Lock()
-		leader.waiting[id] = w
-		leader.mu.Unlock()
-		if err := leader.n.Propose(ctx, data); err != nil {
-			return err
-		}
-		select {
-		case err := <-w:
-			return err
-		case <-time.After(30 * time.Second):
-			return fmt.Errorf("entry %d not committed in 30 s", id)
-		}
+		return leader.propose(ctx, id, data)
 	})
+}
+
+// start runs the node's Ready loop and the loop stepping what arrives in
+// memory on in.
+func (e *etcdNode) start(ctx context.Context, loops *sync.WaitGroup, in chan *pb.Message) {
+	loops.Add(2)
+	go func() { defer loops.Done(); e.run(ctx) }()
+	go func() {
+		defer loops.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-in:
+				e.n.Step(ctx, m)
+			}
+		}
+	}()
+}
+
+// propose proposes data as entry id and waits until it is answered.
+func (e *etcdNode) propose(ctx context.Context, id uint64, data []byte) error {
+	binary.LittleEndian.PutUint64(data, id)
+	w := make(chan error, 1)
+	e.mu.Lock()
+	e.waiting[id] = w
+	e.mu.Unlock()
+	if err := e.n.Propose(ctx, data); err != nil {
+		return err
+	}
+	select {
+	case err := <-w:
+		return err
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("entry %d not committed in 30 s", id)
+	}
 }

@@ -73,7 +73,10 @@ With --replicas N, the same producer counts also run against a replicated
 group of N 'wal serve' processes on this disk (started, grouped and stopped
 by the benchmark), through the group client: ACKed MiB/s, p50/p99 ACK
 latency, bytes each replica process wrote per ACKed byte (/proc/<pid>/io
-write_bytes) and disk efficiency = ACKed MiB/s × N ÷ dd MiB/s. With
+write_bytes) and disk efficiency = ACKed MiB/s × N ÷ dd MiB/s. Every run
+also reports how many of the machine's CPUs were busy on average while its
+producers ran (/proc/stat: user, system, interrupts, steal): a run near all
+of them was bound by CPU, not by the disk. With
 --cpuprofile FILE each replica writes a CPU profile of its run to
 FILE.p<producers>.r<replica> (read it with go tool pprof).
 
@@ -131,9 +134,10 @@ func walRun(ctx context.Context, opts *WALOptions) error {
 	}
 	fmt.Fprintf(opts.ErrOut, "dd conv=fdatasync: %s MiB/s (before, between and after the runs)\n", ddList(res.DDs))
 	return opts.Print(res, func() *render.Table {
-		t := render.NewTable("producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "ratio to dd")
+		t := render.NewTable("producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "ratio to dd", "CPUs busy")
 		for _, r := range res.Runs {
-			t.Add(fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.Ratio))
+			t.Add(fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.Ratio),
+				busyCPUs(r.BusyCPUs, r.CPUs))
 		}
 		return t
 	})
@@ -146,15 +150,24 @@ func replicatedRun(ctx context.Context, opts *WALOptions) error {
 	}
 	fmt.Fprintf(opts.ErrOut, "dd conv=fdatasync: %s MiB/s (before, between and after the runs)\n", ddList(res.DDs))
 	return opts.Print(res, func() *render.Table {
-		t := render.NewTable("mode", "producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "write amp per replica", "disk efficiency")
+		t := render.NewTable("mode", "producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "write amp per replica", "disk efficiency", "CPUs busy")
 		for _, r := range res.Runs {
 			amp := make([]string, len(r.WriteAmp))
 			for i, a := range r.WriteAmp {
 				amp[i] = fmt.Sprintf("%.2f", a)
 			}
 			t.Add(r.Mode, fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms),
-				fmt.Sprintf("%.1f", r.DDMiBps), strings.Join(amp, " "), fmt.Sprintf("%.2f", r.DiskEfficiency))
+				fmt.Sprintf("%.1f", r.DDMiBps), strings.Join(amp, " "), fmt.Sprintf("%.2f", r.DiskEfficiency), busyCPUs(r.BusyCPUs, r.CPUs))
 		}
 		return t
 	})
+}
+
+// busyCPUs formats how busy the machine's CPUs were during a measurement:
+// "1.84 of 2", or "-" where it could not be read.
+func busyCPUs(busy float64, cpus int) string {
+	if cpus == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f of %d", busy, cpus)
 }

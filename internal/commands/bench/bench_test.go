@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/walctl/walctl/internal/commands/cmdtest"
@@ -25,8 +26,22 @@ func TestWALRun(t *testing.T) {
 	if err := walRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if res, ok := printed.(walbench.Result); !ok || len(res.Runs) != 1 || res.Runs[0].Producers != 1 || res.Runs[0].MiBps <= 0 {
+	res, ok := printed.(walbench.Result)
+	if !ok || len(res.Runs) != 1 || res.Runs[0].Producers != 1 || res.Runs[0].MiBps <= 0 {
 		t.Fatalf("%+v", printed)
+	}
+	checkBusyCPUs(t, res.Runs[0].BusyCPUs, res.Runs[0].CPUs)
+}
+
+// checkBusyCPUs: on Linux a run reports the machine's CPUs and a busy share
+// that is positive (the producers ran) and no more than all of them.
+func checkBusyCPUs(t *testing.T, busy float64, cpus int) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	if cpus < runtime.NumCPU() || busy <= 0 || busy > float64(cpus)+0.01 {
+		t.Errorf("machine CPUs busy %.2f of %d (this process sees %d)", busy, cpus, runtime.NumCPU())
 	}
 }
 
@@ -51,6 +66,7 @@ func TestWALRunReplicated(t *testing.T) {
 	if r.MiBps <= 0 || len(r.WriteAmp) != 3 || r.DiskEfficiency <= 0 {
 		t.Fatalf("replicated run %+v", r)
 	}
+	checkBusyCPUs(t, r.BusyCPUs, r.CPUs)
 	for i, a := range r.WriteAmp {
 		if a < 0.9 {
 			t.Errorf("replica %d wrote %.2f bytes per ACKed byte: less than the data it holds", i, a)

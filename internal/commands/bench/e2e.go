@@ -60,8 +60,10 @@ latest version is read every 100 ms; p50, p99, max); the backlog (ACKed bytes
 and entries not yet visible) every second, its slope and whether it stayed
 bounded (mean of the last third of the run no higher than the mean of the
 middle third plus two seconds of the ACKed rate); the process's peak resident
-set (VmHWM: producers, WAL, etcd and worker all in-process); and the ratio to
-dd measured right before and right after the run (the higher of the two). Once
+set (VmHWM: producers, WAL, etcd and worker all in-process); how many of the
+machine's CPUs were busy on average while the producers appended (/proc/stat);
+and the ratio to dd measured right before and right after the run (the higher
+of the two). Once
 the producers stop, the run waits for the last entries to be published.
 
 With --find-max 25%,50%,75%,100% it steps the rate up through those shares of
@@ -265,6 +267,7 @@ func e2eTable(res e2ebench.Result) *render.Table {
 	t.Add("peak RSS", strings.Join(rss, "; "))
 	t.Add("dd", fmt.Sprintf("%.1f MiB/s", res.DDMiBps))
 	t.Add("ratio to dd", fmt.Sprintf("ACKed %.2f, published %.2f", res.AckedRatioToDD, res.PublishedRatioToDD))
+	t.Add("CPUs busy", busyCPUs(res.BusyCPUs, res.CPUs)+" (the machine's, while the producers appended)")
 	return t
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/cpuload"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/pubbench"
 	"github.com/walctl/walctl/internal/core/publish"
@@ -71,7 +72,10 @@ own size, its scratch data removed first ("same-size dd"): a short dd can
 measure a burst the page cache absorbs that gigabytes do not get (on a VM
 whose host takes back free memory, page cache grown into new memory is
 written at the rate the host backs new pages). Every measurement starts
-after sync(2). Figures are recorded, never asserted.
+after sync(2). Each mode also reports how many of the machine's CPUs were
+busy on average during its publication (/proc/stat): near all of them, the
+publication was bound by CPU, not by the disk. Figures are recorded, never
+asserted.
 Scratch data is removed unless --keep. With --lance-root s3://bucket/prefix
 the tables go to the bucket under walctl-bench/<run>/ (left there) and each
 mode's data files are then put again, one PutObject each, to the same store:
@@ -182,7 +186,7 @@ func childRun(ctx context.Context, opts *PublishOptions) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	cpu, start := cpuload.Now(), time.Now()
 	_, _, err = pub.All(ctx, pubbench.BenchTable, func(res *publish.Result) {
 		r.Rounds++
 		r.Bytes += res.Bytes
@@ -190,6 +194,7 @@ func childRun(ctx context.Context, opts *PublishOptions) error {
 		r.Files += len(res.Files)
 	})
 	r.Seconds = time.Since(start).Seconds()
+	r.BusyCPUs, r.CPUs = cpu.Busy(cpuload.Now())
 	if perr := stop(); err == nil {
 		err = perr
 	}

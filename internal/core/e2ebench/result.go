@@ -24,6 +24,11 @@ type Result struct {
 	EntryBytes    int64   `json:"entry_bytes"`
 	// ProduceSeconds is how long the producers appended.
 	ProduceSeconds float64 `json:"produce_s"`
+	// BusyCPUs is how many of the machine's CPUs were busy on average
+	// while the producers appended, of CPUs (package cpuload; absent where
+	// /proc/stat cannot be read).
+	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
+	CPUs     int     `json:"machine_cpus,omitempty"`
 	// ACKed: everything the producers were told is durable.
 	AckedEntries int64   `json:"acked_entries"`
 	AckedRows    int64   `json:"acked_rows"`

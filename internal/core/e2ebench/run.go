@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/walctl/walctl/internal/core/coord"
+	"github.com/walctl/walctl/internal/core/cpuload"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/etcdembed"
 	"github.com/walctl/walctl/internal/core/lance"
@@ -340,7 +341,7 @@ func (m *measurement) produce(ctx context.Context, st *stack, info wal.TableInfo
 		case <-prodCtx.Done():
 		}
 	}()
-	start := cfg.Clock.Now()
+	cpu, start := cpuload.Now(), cfg.Clock.Now()
 	results, lerr := producer.Load(prodCtx, st.log, producer.LoadConfig{
 		Table: Table, Info: info, Producers: cfg.Producers, BatchRows: rows, BytesPerSecond: rate,
 		Seed: 1, FirstID: 1, Clock: cfg.Clock, ReuseValues: reuseValues,
@@ -351,6 +352,7 @@ func (m *measurement) produce(ctx context.Context, st *stack, info wal.TableInfo
 	timer.Stop()
 	cancel()
 	res.ProduceSeconds = cfg.Clock.Since(start).Seconds()
+	res.BusyCPUs, res.CPUs = cpu.Busy(cpuload.Now())
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("benchmark: %w: %w", err, errs.ErrUnavailable)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ func TestRunPublishesEveryAckedEntry(t *testing.T) {
 	}
 	if len(res.Samples) < 3 || res.Versions < 2 || res.AckedMiBps <= 0 || res.DDMiBps <= 0 || len(res.PeakRSS) != 1 || res.PeakRSS[0].Bytes <= 0 {
 		t.Fatalf("series and figures missing: %d samples, %d versions, %+v", len(res.Samples), res.Versions, res)
+	}
+	if runtime.GOOS == "linux" && (res.CPUs < runtime.NumCPU() || res.BusyCPUs <= 0 || res.BusyCPUs > float64(res.CPUs)+0.01) {
+		t.Fatalf("machine CPUs busy %.2f of %d while producing", res.BusyCPUs, res.CPUs)
 	}
 	last := res.Samples[len(res.Samples)-1]
 	if last.AckedBytes > res.AckedBytes || last.AckedEntries > res.AckedEntries {

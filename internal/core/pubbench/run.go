@@ -44,6 +44,12 @@ type ModeResult struct {
 	// measures what the machine sustains for that much (see Run).
 	DDSameSize        *walbench.DDResult `json:"dd_same_size,omitempty"`
 	RatioToDDSameSize float64            `json:"ratio_to_dd_same_size,omitempty"`
+	// BusyCPUs is how many of the machine's CPUs were busy on average over
+	// the publication (the child's window), of CPUs (package cpuload;
+	// absent where /proc/stat cannot be read): near CPUs, it was bound by
+	// CPU, not by the disk.
+	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
+	CPUs     int     `json:"machine_cpus,omitempty"`
 	// WallSeconds is the child's whole life (etcd start, open, exit).
 	WallSeconds float64 `json:"wall_seconds"`
 	// Put is the raw PutObject baseline of a publication to an object

@@ -271,7 +271,7 @@ func runReplicated(ctx context.Context, cfg Config, entry, producers int) (Run, 
 	if !cfg.NoTrim {
 		stopTrim = walbench.TrimSealed(ctx, c)
 	}
-	lat, secs, err := produce(ctx, c, cfg, entry, producers, &recs)
+	lat, w, err := produce(ctx, c, cfg, entry, producers, &recs)
 	if terr := stopTrim(); err == nil {
 		err = terr
 	}
@@ -285,8 +285,9 @@ func runReplicated(ctx context.Context, cfg Config, entry, producers int) (Run, 
 		return run, err
 	}
 	slices.Sort(lat)
-	run.Appends, run.Bytes, run.Seconds = int64(len(lat)), int64(len(lat))*int64(entry), secs
-	run.MiBps = float64(run.Bytes) / (1 << 20) / secs
+	run.Appends, run.Bytes, run.Seconds = int64(len(lat)), int64(len(lat))*int64(entry), w.Seconds
+	run.BusyCPUs, run.CPUs = w.BusyCPUs, w.CPUs
+	run.MiBps = float64(run.Bytes) / (1 << 20) / w.Seconds
 	run.P50Ms, run.P99Ms = walbench.Latencies(lat)
 	for i, r := range reps {
 		after, err := r.writeBytes()
@@ -325,7 +326,7 @@ func caughtUp(ctx context.Context, c *walflight.GroupClient) error {
 
 // produce appends from producers goroutines until the byte budget or the
 // time limit (walbench.Drive), returning every ACK latency.
-func produce(ctx context.Context, c *walflight.GroupClient, cfg Config, entry, producers int, recs *[]interface{ Release() }) ([]time.Duration, float64, error) {
+func produce(ctx context.Context, c *walflight.GroupClient, cfg Config, entry, producers int, recs *[]interface{ Release() }) ([]time.Duration, walbench.Window, error) {
 	batches := make([]arrow.RecordBatch, producers)
 	for p := range batches {
 		batches[p] = walbench.Record(entry)

@@ -22,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walctl/walctl/internal/core/cpuload"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/wal"
 )
@@ -92,6 +93,19 @@ type RunResult struct {
 	// after this run (Around); Ratio is MiBps divided by it.
 	DDMiBps float64 `json:"dd_mib_per_s"`
 	Ratio   float64 `json:"ratio_to_dd"`
+	// BusyCPUs is how many of the machine's CPUs were busy on average
+	// while the producers ran, of CPUs (package cpuload; absent where
+	// /proc/stat cannot be read): near CPUs, the run was bound by CPU.
+	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
+	CPUs     int     `json:"machine_cpus,omitempty"`
+}
+
+// Window is the measured stretch of a Drive: its seconds and how busy the
+// machine's CPUs were over it (cpuload.Sample.Busy).
+type Window struct {
+	Seconds  float64
+	BusyCPUs float64
+	CPUs     int
 }
 
 func (c Config) withDefaults() Config {
@@ -253,7 +267,7 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 	if !cfg.NoTrim {
 		stopTrim = TrimSealed(ctx, e)
 	}
-	lat, secs, firstErr := Drive(ctx, recs, cfg.BytesPerRun, cfg.EntryBytes, cfg.MaxDuration, func(ctx context.Context, rec arrow.RecordBatch) error {
+	lat, w, firstErr := Drive(ctx, recs, cfg.BytesPerRun, cfg.EntryBytes, cfg.MaxDuration, func(ctx context.Context, rec arrow.RecordBatch) error {
 		_, err := e.Append(ctx, "bench", 0, rec)
 		return err
 	})
@@ -268,8 +282,9 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 	}
 	// Every producer appends the same batch, so every entry has the bytes
 	// of a warm-up one.
-	r := RunResult{Producers: producers, Trimmed: !cfg.NoTrim, Appends: int64(len(lat)), Bytes: int64(len(lat)) * (warm / int64(producers)), Seconds: secs}
-	r.MiBps = float64(r.Bytes) / (1 << 20) / secs
+	r := RunResult{Producers: producers, Trimmed: !cfg.NoTrim, Appends: int64(len(lat)), Bytes: int64(len(lat)) * (warm / int64(producers)),
+		Seconds: w.Seconds, BusyCPUs: w.BusyCPUs, CPUs: w.CPUs}
+	r.MiBps = float64(r.Bytes) / (1 << 20) / w.Seconds
 	slices.Sort(lat)
 	r.P50Ms = ms(Percentile(lat, 0.50))
 	r.P99Ms = ms(Percentile(lat, 0.99))
@@ -363,9 +378,9 @@ func Latencies(sorted []time.Duration) (p50, p99 float64) {
 
 // Drive runs one producer per batch in recs, each appending its batch with
 // appendFn until budget bytes (entry bytes per append) are spent or limit
-// has passed, and returns every ACK latency, the seconds it took and the
+// has passed, and returns every ACK latency, the measured window and the
 // first error (which stops its producer).
-func Drive(ctx context.Context, recs []arrow.RecordBatch, budget int64, entry int, limit time.Duration, appendFn func(context.Context, arrow.RecordBatch) error) ([]time.Duration, float64, error) {
+func Drive(ctx context.Context, recs []arrow.RecordBatch, budget int64, entry int, limit time.Duration, appendFn func(context.Context, arrow.RecordBatch) error) ([]time.Duration, Window, error) {
 	var (
 		left     atomic.Int64
 		mu       sync.Mutex
@@ -375,7 +390,7 @@ func Drive(ctx context.Context, recs []arrow.RecordBatch, budget int64, entry in
 	)
 	left.Store(budget)
 	deadline := time.Now().Add(limit)
-	start := time.Now()
+	cpu, start := cpuload.Now(), time.Now()
 	for _, rec := range recs {
 		wg.Add(1)
 		go func() {
@@ -397,5 +412,7 @@ func Drive(ctx context.Context, recs []arrow.RecordBatch, budget int64, entry in
 		}()
 	}
 	wg.Wait()
-	return lat, time.Since(start).Seconds(), firstErr
+	w := Window{Seconds: time.Since(start).Seconds()}
+	w.BusyCPUs, w.CPUs = cpu.Busy(cpuload.Now())
+	return lat, w, firstErr
 }
