@@ -112,8 +112,8 @@ type Config struct {
 // through recycled page cache at 1.3-1.6 GB/s and a 4 GiB dd, growing the
 // page cache into new memory, at 0.35-0.48 GB/s (1.7-1.9 GB/s with the
 // reporting switched off): the short dd is a burst a publication of
-// gigabytes cannot ride. Cancellation stops at the next step (the child is killed); scratch data
-// is removed unless Keep.
+// gigabytes cannot ride. Cancellation stops at the next step (the child is
+// killed); scratch data is removed unless Keep.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{Dir: cfg.Root, Size: cfg.Size, Budget: cfg.Budget, Backlog: []Backlog{}, Runs: []ModeResult{}}
 	fmt.Fprintf(cfg.Log, "measuring the disk under %s with dd (%d MiB, conv=fdatasync) around each mode…\n", cfg.Root, cfg.DDMiB)
