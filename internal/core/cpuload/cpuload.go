@@ -1,9 +1,9 @@
 // Package cpuload measures how busy the whole machine's CPUs were over a
 // stretch of time, from /proc/stat (read with prometheus/procfs), so that a
 // benchmark can tell a run bound by CPU from one bound by the disk: on the
-// 2-core development VM a replicated WAL group and a publication both kept
-// the machine's two CPUs 85-95% busy while their ratios to dd stayed far
-// below 1.
+// 2-core development VM a three-replica WAL group and a 1 GiB publication
+// kept the machine's two CPUs 78-89% busy on average (the rest mostly I/O
+// wait) while their ratios to dd stayed far below 1.
 package cpuload
 
 import "github.com/prometheus/procfs"
