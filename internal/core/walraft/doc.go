@@ -105,8 +105,8 @@
 // through a chain of stages (the leader's log write, which hashicorp/raft
 // finishes before sending; a follower's receive and log write; the
 // leader's apply), none more than ~60% busy, while the machine's two
-// cores are (idle 0-4% over a run, /proc/stat): a group of three on one
-// 2-core machine is bound by CPU. hack/raftceiling measures the bare
+// CPUs are 83-89% busy and idle 0-2% of a run (/proc/stat; the rest is
+// I/O wait): a group of three on one 2-core machine is bound by CPU. hack/raftceiling measures the bare
 // libraries on a machine, with no walctl code; here (disk efficiency,
 // medians of three rounds, 16 producers of 1 MiB entries):
 // go.etcd.io/raft, whose leader writes while it sends, 0.53 with messages
