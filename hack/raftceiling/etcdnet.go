@@ -3,21 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"io"
-	"math/big"
 	"net"
+	"os"
 	"sync"
-	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/walctl/walctl/internal/core/walflight"
+	"github.com/walctl/walctl/internal/testutil/tlsgen"
 )
 
 // etcdNet carries go.etcd.io/raft messages between the replicas over
@@ -25,7 +22,7 @@ import (
 // ordered pair of replicas, each message a length-prefixed protobuf frame
 // written through a buffer that is flushed whenever its queue is empty,
 // decoded by the receiver and stepped into its node. With -tls the
-// connections are mutual TLS 1.3 (walctl's peers use mutual TLS).
+// connections are mutual TLS with walctl's peer configuration.
 type etcdNet struct {
 	out       map[[2]uint64]chan *pb.Message
 	listeners []net.Listener
@@ -36,10 +33,10 @@ type etcdNet struct {
 // newEtcdNet connects every ordered pair of nodes; step delivers a received
 // message to its node.
 func newEtcdNet(ctx context.Context, ids []uint64, step func(to uint64, m *pb.Message)) (*etcdNet, error) {
-	var srv, cli *tls.Config
+	var conf *tls.Config
 	if *useTLS {
 		var err error
-		if srv, cli, err = tlsConfigs(); err != nil {
+		if conf, err = peerTLS(); err != nil {
 			return nil, err
 		}
 	}
@@ -51,8 +48,8 @@ func newEtcdNet(ctx context.Context, ids []uint64, step func(to uint64, m *pb.Me
 			t.close()
 			return nil, err
 		}
-		if srv != nil {
-			ln = tls.NewListener(ln, srv)
+		if conf != nil {
+			ln = tls.NewListener(ln, conf)
 		}
 		t.listeners, addrs[id] = append(t.listeners, ln), ln.Addr().String()
 		t.wg.Add(1)
@@ -75,8 +72,8 @@ func newEtcdNet(ctx context.Context, ids []uint64, step func(to uint64, m *pb.Me
 			}
 			var c net.Conn
 			var err error
-			if cli != nil {
-				c, err = tls.Dial("tcp", addrs[to], cli)
+			if conf != nil {
+				c, err = tls.Dial("tcp", addrs[to], conf)
 			} else {
 				c, err = net.Dial("tcp", addrs[to])
 			}
@@ -159,40 +156,22 @@ func receive(c net.Conn, to uint64, step func(uint64, *pb.Message)) {
 	}
 }
 
-// tlsConfigs makes a throw-away CA and one certificate for 127.0.0.1 that
-// every replica presents and requires (mutual TLS).
-func tlsConfigs() (srv, cli *tls.Config, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// peerTLS is walctl's peer transport configuration (walflight.PeerTLS:
+// mutual TLS, one certificate presented as server and client) over a
+// throw-away CA and loopback certificate (tlsgen) in a temporary directory.
+func peerTLS() (*tls.Config, error) {
+	tmp, err := os.MkdirTemp(*dir, "raftceiling-tls-")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "raftceiling CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	defer os.RemoveAll(tmp) // loaded into the configuration below
+	ca, err := tlsgen.NewCA(tmp, "raftceiling")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	caCert, err := x509.ParseCertificate(caDER)
+	pair, err := ca.Issue("replica")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "replica"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
-	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	srv = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
-	cli = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
-	return srv, cli, nil
+	return walflight.PeerTLS(pair.CertFile, pair.KeyFile, ca.CertFile)
 }

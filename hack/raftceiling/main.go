@@ -18,8 +18,8 @@
 // has no transport, so its messages are handed between replicas in memory
 // (an advantage), and its leader sends entries before persisting them
 // (Raft thesis §10.2.1), which hashicorp/raft cannot. -tcp carries
-// go.etcd.io/raft's messages over loopback TCP instead (-tls: mutual TLS
-// 1.3), and -apply adds walctl's second durable write (the applied engine)
+// go.etcd.io/raft's messages over loopback TCP instead (-tls: mutual TLS as
+// walctl's peers configure it), and -apply adds walctl's second durable write (the applied engine)
 // before a proposal is answered: with both, the figure is the ceiling of a
 // walctl group on go.etcd.io/raft, still without the client hop and with
 // the three replicas sharing one process.
@@ -50,7 +50,7 @@ var (
 	prealloc  = flag.Bool("prealloc", false, "zero-fill the log files first, so that appends write over allocated blocks")
 	libs      = flag.String("lib", "hashicorp,etcd", "libraries to measure")
 	useTCP    = flag.Bool("tcp", false, "go.etcd.io/raft: carry messages over loopback TCP instead of in memory")
-	useTLS    = flag.Bool("tls", false, "go.etcd.io/raft: mutual TLS 1.3 on those connections (implies -tcp)")
+	useTLS    = flag.Bool("tls", false, "go.etcd.io/raft: mutual TLS on those connections, walctl's peer configuration (implies -tcp)")
 	applied   = flag.Bool("apply", false, "go.etcd.io/raft: each replica also writes committed entries to a second file (one fdatasync per batch) before a proposal is answered, as walctl's applied engine does")
 )
 
