@@ -76,7 +76,8 @@ latency, bytes each replica process wrote per ACKed byte (/proc/<pid>/io
 write_bytes) and disk efficiency = ACKed MiB/s × N ÷ dd MiB/s. Every run
 also reports how many of the machine's CPUs were busy on average while its
 producers ran (/proc/stat: user, system, interrupts, steal): a run near all
-of them was bound by CPU, not by the disk. With
+of them was bound by CPU, not by the disk ("-" for a run under 50 ms,
+too short for /proc/stat's clock ticks). With
 --cpuprofile FILE each replica writes a CPU profile of its run to
 FILE.p<producers>.r<replica> (read it with go tool pprof).
 
@@ -164,7 +165,8 @@ func replicatedRun(ctx context.Context, opts *WALOptions) error {
 }
 
 // busyCPUs formats how busy the machine's CPUs were during a measurement:
-// "1.84 of 2", or "-" where it could not be read.
+// "1.84 of 2", or "-" where it was not measured (no /proc/stat, or a
+// window shorter than cpuload.MinWindow).
 func busyCPUs(busy float64, cpus int) string {
 	if cpus == 0 {
 		return "-"

@@ -6,12 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
+	"github.com/walctl/walctl/internal/core/cpuload"
 	"github.com/walctl/walctl/internal/core/replbench"
 	"github.com/walctl/walctl/internal/core/wal/walbench"
 	"github.com/walctl/walctl/internal/testutil/walctlbin"
@@ -30,18 +30,8 @@ func TestWALRun(t *testing.T) {
 	if !ok || len(res.Runs) != 1 || res.Runs[0].Producers != 1 || res.Runs[0].MiBps <= 0 {
 		t.Fatalf("%+v", printed)
 	}
-	checkBusyCPUs(t, res.Runs[0].BusyCPUs, res.Runs[0].CPUs)
-}
-
-// checkBusyCPUs: on Linux a run reports the machine's CPUs and a busy share
-// that is positive (the producers ran) and no more than all of them.
-func checkBusyCPUs(t *testing.T, busy float64, cpus int) {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		return
-	}
-	if cpus < runtime.NumCPU() || busy <= 0 || busy > float64(cpus)+0.01 {
-		t.Errorf("machine CPUs busy %.2f of %d (this process sees %d)", busy, cpus, runtime.NumCPU())
+	if err := cpuload.Check(res.Runs[0].BusyCPUs, res.Runs[0].CPUs, res.Runs[0].Seconds); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -66,7 +56,9 @@ func TestWALRunReplicated(t *testing.T) {
 	if r.MiBps <= 0 || len(r.WriteAmp) != 3 || r.DiskEfficiency <= 0 {
 		t.Fatalf("replicated run %+v", r)
 	}
-	checkBusyCPUs(t, r.BusyCPUs, r.CPUs)
+	if err := cpuload.Check(r.BusyCPUs, r.CPUs, r.Seconds); err != nil {
+		t.Error(err)
+	}
 	for i, a := range r.WriteAmp {
 		if a < 0.9 {
 			t.Errorf("replica %d wrote %.2f bytes per ACKed byte: less than the data it holds", i, a)

@@ -6,7 +6,18 @@
 // wait) while their ratios to dd stayed far below 1.
 package cpuload
 
-import "github.com/prometheus/procfs"
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/procfs"
+)
+
+// MinWindow is the shortest stretch Busy measures. /proc/stat counts in
+// clock ticks (USER_HZ, 100 a second on Linux), so a window of a few
+// milliseconds may see no tick at all and one of a few ticks says little.
+const MinWindow = 50 * time.Millisecond
 
 // Sample is the machine's cumulative CPU time at one moment.
 type Sample struct {
@@ -32,11 +43,31 @@ func Now() Sample {
 }
 
 // Busy is how many of the machine's CPUs were busy on average between s
-// and the later sample, and how many it has: (0, 0) if either sample is
-// empty or no time passed.
+// and the later sample, and how many it has: (0, 0), not measured, if
+// either sample is empty or the CPUs' clocks advanced by less than
+// MinWindow between them.
 func (s Sample) Busy(later Sample) (busy float64, cpus int) {
-	if s.cpus == 0 || later.cpus != s.cpus || later.total <= s.total {
+	if s.cpus == 0 || later.cpus != s.cpus || later.total-s.total < MinWindow.Seconds()*float64(s.cpus) {
 		return 0, 0
 	}
 	return (later.busy - s.busy) / (later.total - s.total) * float64(s.cpus), s.cpus
+}
+
+// Check says what is wrong, if anything, with a figure Busy gave for a
+// window of the given wall-clock seconds in which this process worked: on
+// Linux, a window of twice MinWindow or more is measured, with every CPU
+// the process sees and a positive share no larger than all of them; a
+// shorter one is either that or not measured; elsewhere nothing is
+// measured. Tests of the benchmarks that report the figure use it.
+func Check(busy float64, cpus int, seconds float64) error {
+	unmeasured := busy == 0 && cpus == 0
+	switch {
+	case runtime.GOOS != "linux" && !unmeasured:
+		return fmt.Errorf("no /proc/stat on %s, yet the machine's CPUs were %.2f of %d busy", runtime.GOOS, busy, cpus)
+	case runtime.GOOS != "linux", unmeasured && seconds < 2*MinWindow.Seconds():
+		return nil
+	case cpus < runtime.NumCPU() || busy <= 0 || busy > float64(cpus)+0.01:
+		return fmt.Errorf("the machine's CPUs were %.2f of %d busy over %.3fs (this process sees %d)", busy, cpus, seconds, runtime.NumCPU())
+	}
+	return nil
 }

@@ -26,7 +26,8 @@ type Result struct {
 	ProduceSeconds float64 `json:"produce_s"`
 	// BusyCPUs is how many of the machine's CPUs were busy on average
 	// while the producers appended, of CPUs (package cpuload; absent where
-	// /proc/stat cannot be read).
+	// /proc/stat cannot be read or they appended for less than
+	// cpuload.MinWindow).
 	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
 	CPUs     int     `json:"machine_cpus,omitempty"`
 	// ACKed: everything the producers were told is durable.

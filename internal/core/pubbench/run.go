@@ -46,8 +46,9 @@ type ModeResult struct {
 	RatioToDDSameSize float64            `json:"ratio_to_dd_same_size,omitempty"`
 	// BusyCPUs is how many of the machine's CPUs were busy on average over
 	// the publication (the child's window), of CPUs (package cpuload;
-	// absent where /proc/stat cannot be read): near CPUs, it was bound by
-	// CPU, not by the disk.
+	// absent where /proc/stat cannot be read or the publication took less
+	// than cpuload.MinWindow): near CPUs, it was bound by CPU, not by the
+	// disk.
 	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
 	CPUs     int     `json:"machine_cpus,omitempty"`
 	// WallSeconds is the child's whole life (etcd start, open, exit).

@@ -95,7 +95,8 @@ type RunResult struct {
 	Ratio   float64 `json:"ratio_to_dd"`
 	// BusyCPUs is how many of the machine's CPUs were busy on average
 	// while the producers ran, of CPUs (package cpuload; absent where
-	// /proc/stat cannot be read): near CPUs, the run was bound by CPU.
+	// /proc/stat cannot be read or the run was shorter than
+	// cpuload.MinWindow): near CPUs, the run was bound by CPU.
 	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
 	CPUs     int     `json:"machine_cpus,omitempty"`
 }
