@@ -56,6 +56,9 @@ func TestShortWindowIsNotMeasured(t *testing.T) {
 		if err := Check(3, 2, 1); err == nil {
 			t.Fatal("3 of 2 CPUs busy, and Check took it")
 		}
+		if err := Check(-0.5, 2, 1); err == nil {
+			t.Fatal("-0.5 of 2 CPUs busy, and Check took it")
+		}
 	}
 }
 
