@@ -138,7 +138,7 @@ func walRun(ctx context.Context, opts *WALOptions) error {
 		t := render.NewTable("producers", "MiB/s", "p50 ack", "p99 ack", "dd MiB/s", "ratio to dd", "CPUs busy")
 		for _, r := range res.Runs {
 			t.Add(fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.Ratio),
-				busyCPUs(r.BusyCPUs, r.CPUs))
+				r.Load.Text())
 		}
 		return t
 	})
@@ -158,18 +158,8 @@ func replicatedRun(ctx context.Context, opts *WALOptions) error {
 				amp[i] = fmt.Sprintf("%.2f", a)
 			}
 			t.Add(r.Mode, fmt.Sprint(r.Producers), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.2f ms", r.P50Ms), fmt.Sprintf("%.2f ms", r.P99Ms),
-				fmt.Sprintf("%.1f", r.DDMiBps), strings.Join(amp, " "), fmt.Sprintf("%.2f", r.DiskEfficiency), busyCPUs(r.BusyCPUs, r.CPUs))
+				fmt.Sprintf("%.1f", r.DDMiBps), strings.Join(amp, " "), fmt.Sprintf("%.2f", r.DiskEfficiency), r.Load.Text())
 		}
 		return t
 	})
-}
-
-// busyCPUs formats how busy the machine's CPUs were during a measurement:
-// "1.84 of 2", or "-" where it was not measured (no /proc/stat, or a
-// window shorter than cpuload.MinWindow).
-func busyCPUs(busy float64, cpus int) string {
-	if cpus == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f of %d", busy, cpus)
 }

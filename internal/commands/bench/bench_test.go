@@ -11,7 +11,6 @@ import (
 	"github.com/walctl/walctl/internal/commands/cmdtest"
 	"github.com/walctl/walctl/internal/commands/cmdutil"
 	"github.com/walctl/walctl/internal/commands/render"
-	"github.com/walctl/walctl/internal/core/cpuload"
 	"github.com/walctl/walctl/internal/core/replbench"
 	"github.com/walctl/walctl/internal/core/wal/walbench"
 	"github.com/walctl/walctl/internal/testutil/walctlbin"
@@ -30,7 +29,7 @@ func TestWALRun(t *testing.T) {
 	if !ok || len(res.Runs) != 1 || res.Runs[0].Producers != 1 || res.Runs[0].MiBps <= 0 {
 		t.Fatalf("%+v", printed)
 	}
-	if err := cpuload.Check(res.Runs[0].BusyCPUs, res.Runs[0].CPUs, res.Runs[0].Seconds); err != nil {
+	if err := res.Runs[0].Load.Check(res.Runs[0].Seconds); err != nil {
 		t.Error(err)
 	}
 }
@@ -56,7 +55,7 @@ func TestWALRunReplicated(t *testing.T) {
 	if r.MiBps <= 0 || len(r.WriteAmp) != 3 || r.DiskEfficiency <= 0 {
 		t.Fatalf("replicated run %+v", r)
 	}
-	if err := cpuload.Check(r.BusyCPUs, r.CPUs, r.Seconds); err != nil {
+	if err := r.Load.Check(r.Seconds); err != nil {
 		t.Error(err)
 	}
 	for i, a := range r.WriteAmp {

@@ -267,7 +267,7 @@ func e2eTable(res e2ebench.Result) *render.Table {
 	t.Add("peak RSS", strings.Join(rss, "; "))
 	t.Add("dd", fmt.Sprintf("%.1f MiB/s", res.DDMiBps))
 	t.Add("ratio to dd", fmt.Sprintf("ACKed %.2f, published %.2f", res.AckedRatioToDD, res.PublishedRatioToDD))
-	t.Add("CPUs busy", busyCPUs(res.BusyCPUs, res.CPUs)+" (the machine's, while the producers appended)")
+	t.Add("CPUs busy", res.Load.Text()+" (the machine's, while the producers appended)")
 	return t
 }
 

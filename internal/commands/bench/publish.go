@@ -194,7 +194,7 @@ func childRun(ctx context.Context, opts *PublishOptions) error {
 		r.Files += len(res.Files)
 	})
 	r.Seconds = time.Since(start).Seconds()
-	r.BusyCPUs, r.CPUs = cpu.Busy(cpuload.Now())
+	r.Load = cpu.Busy(cpuload.Now())
 	if perr := stop(); err == nil {
 		err = perr
 	}

@@ -79,7 +79,7 @@ func publishTable(res pubbench.Result, s3 bool) *render.Table {
 	t := render.NewTable(cols...)
 	for _, r := range res.Runs {
 		row := []string{r.Mode, fmt.Sprintf("%.0f", float64(r.Bytes)/(1<<20)), fmt.Sprintf("%.1f", r.MiBps), fmt.Sprintf("%.0f MiB", r.PeakRSSMiB),
-			humanize.IBytes(uint64(res.Budget)), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.RatioToDD), busyCPUs(r.BusyCPUs, r.CPUs), fmt.Sprint(r.Files), humanize.Comma(r.Rows)}
+			humanize.IBytes(uint64(res.Budget)), fmt.Sprintf("%.1f", r.DDMiBps), fmt.Sprintf("%.2f", r.RatioToDD), r.Load.Text(), fmt.Sprint(r.Files), humanize.Comma(r.Rows)}
 		switch {
 		case s3 && r.Put != nil:
 			row = append(row, fmt.Sprintf("%.1f", r.Put.MiBps), fmt.Sprintf("%.2f", r.RatioToPut))

@@ -42,33 +42,50 @@ func Now() Sample {
 	return Sample{busy: busy, total: busy + c.Idle + c.Iowait, cpus: len(st.CPU)}
 }
 
-// Busy is how many of the machine's CPUs were busy on average between s
-// and the later sample, and how many it has: (0, 0), not measured, if
-// either sample is empty or the CPUs' clocks advanced by less than
-// MinWindow between them.
-func (s Sample) Busy(later Sample) (busy float64, cpus int) {
-	if s.cpus == 0 || later.cpus != s.cpus || later.total-s.total < MinWindow.Seconds()*float64(s.cpus) {
-		return 0, 0
-	}
-	return (later.busy - s.busy) / (later.total - s.total) * float64(s.cpus), s.cpus
+// Load is how many of the machine's CPUs were busy on average over a
+// window, of how many it has; the zero Load is "not measured" (no
+// /proc/stat, or a window shorter than MinWindow). Benchmark results embed
+// it: near CPUs, a run was bound by CPU, not by the disk.
+type Load struct {
+	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
+	CPUs     int     `json:"machine_cpus,omitempty"`
 }
 
-// Check says what is wrong, if anything, with a figure Busy gave for a
+// Busy is the machine's Load between s and the later sample: not measured
+// if either sample is empty or the CPUs' clocks advanced by less than
+// MinWindow between them.
+func (s Sample) Busy(later Sample) Load {
+	if s.cpus == 0 || later.cpus != s.cpus || later.total-s.total < MinWindow.Seconds()*float64(s.cpus) {
+		return Load{}
+	}
+	return Load{BusyCPUs: (later.busy - s.busy) / (later.total - s.total) * float64(s.cpus), CPUs: s.cpus}
+}
+
+// Text is "1.84 of 2", or "-" where the load was not measured. (Not
+// String: the results that embed a Load would print as it.)
+func (l Load) Text() string {
+	if l.CPUs == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f of %d", l.BusyCPUs, l.CPUs)
+}
+
+// Check says what is wrong, if anything, with a Load measured over a
 // window of the given wall-clock seconds: on Linux, a window of twice
 // MinWindow or more is measured, with every CPU the process sees and a
 // share between none and all of them (a run waiting on fsync may see no
 // busy tick in a short window); a shorter one is either that or not
 // measured; elsewhere nothing is measured. Tests of the benchmarks that
 // report the figure use it.
-func Check(busy float64, cpus int, seconds float64) error {
-	unmeasured := busy == 0 && cpus == 0
+func (l Load) Check(seconds float64) error {
+	unmeasured := l == Load{}
 	switch {
 	case runtime.GOOS != "linux" && !unmeasured:
-		return fmt.Errorf("no /proc/stat on %s, yet the machine's CPUs were %.2f of %d busy", runtime.GOOS, busy, cpus)
+		return fmt.Errorf("no /proc/stat on %s, yet the machine's CPUs were %s busy", runtime.GOOS, l.Text())
 	case runtime.GOOS != "linux", unmeasured && seconds < 2*MinWindow.Seconds():
 		return nil
-	case cpus < runtime.NumCPU() || busy < 0 || busy > float64(cpus)+0.01:
-		return fmt.Errorf("the machine's CPUs were %.2f of %d busy over %.3fs (this process sees %d)", busy, cpus, seconds, runtime.NumCPU())
+	case l.CPUs < runtime.NumCPU() || l.BusyCPUs < 0 || l.BusyCPUs > float64(l.CPUs)+0.01:
+		return fmt.Errorf("the machine's CPUs were %.2f of %d busy over %.3fs (this process sees %d)", l.BusyCPUs, l.CPUs, seconds, runtime.NumCPU())
 	}
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 // machine was then busy on most of its CPUs, never more than all of them.
 func TestBusyCountsASpinningCPU(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		if b, n := Now().Busy(Now()); b != 0 || n != 0 {
-			t.Fatalf("no /proc/stat here, yet Busy = %v of %d", b, n)
+		if l := Now().Busy(Now()); l != (Load{}) {
+			t.Fatalf("no /proc/stat here, yet Busy = %s", l.Text())
 		}
 		return
 	}
@@ -30,12 +30,12 @@ func TestBusyCountsASpinningCPU(t *testing.T) {
 	for i := 0; i < runtime.NumCPU(); i++ {
 		<-done
 	}
-	busy, cpus := start.Busy(Now())
-	if err := Check(busy, cpus, 0.6); err != nil {
+	l := start.Busy(Now())
+	if err := l.Check(0.6); err != nil {
 		t.Fatal(err)
 	}
-	if busy < 0.5*float64(runtime.NumCPU()) {
-		t.Fatalf("%d CPUs spun for 600 ms, the machine was %.2f of %d busy", runtime.NumCPU(), busy, cpus)
+	if l.BusyCPUs < 0.5*float64(runtime.NumCPU()) {
+		t.Fatalf("%d CPUs spun for 600 ms, the machine was %s busy", runtime.NumCPU(), l.Text())
 	}
 }
 
@@ -43,20 +43,20 @@ func TestBusyCountsASpinningCPU(t *testing.T) {
 // for /proc/stat's clock ticks to say anything, and Busy says so rather
 // than giving 0 busy (or 2 of 2 from a single tick).
 func TestShortWindowIsNotMeasured(t *testing.T) {
-	if b, n := Now().Busy(Now()); b != 0 || n != 0 {
-		t.Fatalf("two samples a moment apart gave %.2f of %d", b, n)
+	if l := Now().Busy(Now()); l != (Load{}) || l.Text() != "-" {
+		t.Fatalf("two samples a moment apart gave %s", l.Text())
 	}
-	if err := Check(0, 0, 0.01); err != nil {
+	if err := (Load{}).Check(0.01); err != nil {
 		t.Fatalf("a 10 ms window not measured: %v", err)
 	}
 	if runtime.GOOS == "linux" {
-		if err := Check(0, 0, 1); err == nil {
+		if err := (Load{}).Check(1); err == nil {
 			t.Fatal("a one-second window on Linux not measured, and Check took it")
 		}
-		if err := Check(3, 2, 1); err == nil {
+		if err := (Load{BusyCPUs: 3, CPUs: 2}).Check(1); err == nil {
 			t.Fatal("3 of 2 CPUs busy, and Check took it")
 		}
-		if err := Check(-0.5, 2, 1); err == nil {
+		if err := (Load{BusyCPUs: -0.5, CPUs: 2}).Check(1); err == nil {
 			t.Fatal("-0.5 of 2 CPUs busy, and Check took it")
 		}
 	}
@@ -65,8 +65,8 @@ func TestShortWindowIsNotMeasured(t *testing.T) {
 func TestEmptySamples(t *testing.T) {
 	s := Now()
 	for _, pair := range [][2]Sample{{{}, s}, {s, {}}, {s, s}} {
-		if b, n := pair[0].Busy(pair[1]); b != 0 || n != 0 {
-			t.Fatalf("Busy(%+v, %+v) = %v, %d; want 0, 0", pair[0], pair[1], b, n)
+		if l := pair[0].Busy(pair[1]); l != (Load{}) {
+			t.Fatalf("Busy(%+v, %+v) = %s; want not measured", pair[0], pair[1], l.Text())
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/walctl/walctl/internal/core/cpuload"
 	"github.com/walctl/walctl/internal/core/wal/walbench"
 )
 
@@ -24,12 +25,9 @@ type Result struct {
 	EntryBytes    int64   `json:"entry_bytes"`
 	// ProduceSeconds is how long the producers appended.
 	ProduceSeconds float64 `json:"produce_s"`
-	// BusyCPUs is how many of the machine's CPUs were busy on average
-	// while the producers appended, of CPUs (package cpuload; absent where
-	// /proc/stat cannot be read or they appended for less than
-	// cpuload.MinWindow).
-	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
-	CPUs     int     `json:"machine_cpus,omitempty"`
+	// Load is how busy the machine's CPUs were while the producers
+	// appended.
+	cpuload.Load
 	// ACKed: everything the producers were told is durable.
 	AckedEntries int64   `json:"acked_entries"`
 	AckedRows    int64   `json:"acked_rows"`

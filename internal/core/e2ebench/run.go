@@ -352,7 +352,7 @@ func (m *measurement) produce(ctx context.Context, st *stack, info wal.TableInfo
 	timer.Stop()
 	cancel()
 	res.ProduceSeconds = cfg.Clock.Since(start).Seconds()
-	res.BusyCPUs, res.CPUs = cpu.Busy(cpuload.Now())
+	res.Load = cpu.Busy(cpuload.Now())
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("benchmark: %w: %w", err, errs.ErrUnavailable)
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walctl/walctl/internal/core/cpuload"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
@@ -46,7 +45,7 @@ func TestRunPublishesEveryAckedEntry(t *testing.T) {
 	if len(res.Samples) < 3 || res.Versions < 2 || res.AckedMiBps <= 0 || res.DDMiBps <= 0 || len(res.PeakRSS) != 1 || res.PeakRSS[0].Bytes <= 0 {
 		t.Fatalf("series and figures missing: %d samples, %d versions, %+v", len(res.Samples), res.Versions, res)
 	}
-	if err := cpuload.Check(res.BusyCPUs, res.CPUs, res.ProduceSeconds); err != nil {
+	if err := res.Load.Check(res.ProduceSeconds); err != nil {
 		t.Fatalf("while producing: %v", err)
 	}
 	last := res.Samples[len(res.Samples)-1]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/walctl/walctl/internal/core/cpuload"
 	"github.com/walctl/walctl/internal/core/objstore"
 	"github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/core/wal/walbench"
@@ -44,13 +45,9 @@ type ModeResult struct {
 	// measures what the machine sustains for that much (see Run).
 	DDSameSize        *walbench.DDResult `json:"dd_same_size,omitempty"`
 	RatioToDDSameSize float64            `json:"ratio_to_dd_same_size,omitempty"`
-	// BusyCPUs is how many of the machine's CPUs were busy on average over
-	// the publication (the child's window), of CPUs (package cpuload;
-	// absent where /proc/stat cannot be read or the publication took less
-	// than cpuload.MinWindow): near CPUs, it was bound by CPU, not by the
-	// disk.
-	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
-	CPUs     int     `json:"machine_cpus,omitempty"`
+	// Load is how busy the machine's CPUs were over the publication (the
+	// child's window).
+	cpuload.Load
 	// WallSeconds is the child's whole life (etcd start, open, exit).
 	WallSeconds float64 `json:"wall_seconds"`
 	// Put is the raw PutObject baseline of a publication to an object

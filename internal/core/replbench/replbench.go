@@ -286,7 +286,7 @@ func runReplicated(ctx context.Context, cfg Config, entry, producers int) (Run, 
 	}
 	slices.Sort(lat)
 	run.Appends, run.Bytes, run.Seconds = int64(len(lat)), int64(len(lat))*int64(entry), w.Seconds
-	run.BusyCPUs, run.CPUs = w.BusyCPUs, w.CPUs
+	run.Load = w.Load
 	run.MiBps = float64(run.Bytes) / (1 << 20) / w.Seconds
 	run.P50Ms, run.P99Ms = walbench.Latencies(lat)
 	for i, r := range reps {

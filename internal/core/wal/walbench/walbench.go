@@ -93,20 +93,15 @@ type RunResult struct {
 	// after this run (Around); Ratio is MiBps divided by it.
 	DDMiBps float64 `json:"dd_mib_per_s"`
 	Ratio   float64 `json:"ratio_to_dd"`
-	// BusyCPUs is how many of the machine's CPUs were busy on average
-	// while the producers ran, of CPUs (package cpuload; absent where
-	// /proc/stat cannot be read or the run was shorter than
-	// cpuload.MinWindow): near CPUs, the run was bound by CPU.
-	BusyCPUs float64 `json:"machine_busy_cpus,omitempty"`
-	CPUs     int     `json:"machine_cpus,omitempty"`
+	// Load is how busy the machine's CPUs were while the producers ran.
+	cpuload.Load
 }
 
 // Window is the measured stretch of a Drive: its seconds and how busy the
-// machine's CPUs were over it (cpuload.Sample.Busy).
+// machine's CPUs were over it.
 type Window struct {
-	Seconds  float64
-	BusyCPUs float64
-	CPUs     int
+	Seconds float64
+	cpuload.Load
 }
 
 func (c Config) withDefaults() Config {
@@ -284,7 +279,7 @@ func runOnce(ctx context.Context, cfg Config, producers int) (RunResult, error) 
 	// Every producer appends the same batch, so every entry has the bytes
 	// of a warm-up one.
 	r := RunResult{Producers: producers, Trimmed: !cfg.NoTrim, Appends: int64(len(lat)), Bytes: int64(len(lat)) * (warm / int64(producers)),
-		Seconds: w.Seconds, BusyCPUs: w.BusyCPUs, CPUs: w.CPUs}
+		Seconds: w.Seconds, Load: w.Load}
 	r.MiBps = float64(r.Bytes) / (1 << 20) / w.Seconds
 	slices.Sort(lat)
 	r.P50Ms = ms(Percentile(lat, 0.50))
@@ -413,7 +408,5 @@ func Drive(ctx context.Context, recs []arrow.RecordBatch, budget int64, entry in
 		}()
 	}
 	wg.Wait()
-	w := Window{Seconds: time.Since(start).Seconds()}
-	w.BusyCPUs, w.CPUs = cpu.Busy(cpuload.Now())
-	return lat, w, firstErr
+	return lat, Window{Seconds: time.Since(start).Seconds(), Load: cpu.Busy(cpuload.Now())}, firstErr
 }
