@@ -12,7 +12,9 @@
 //
 // Each operation passes through failpoints named after its site (write,
 // fsync, rename, link, remove, mkdir), so fault tests can inject EIO or
-// ENOSPC where a real disk would fail.
+// ENOSPC where a real disk would fail. The fsync site's argument is 0 for a
+// file and 1 for a directory ("durable-fsync=kill@1": at the first
+// directory sync, e.g. right after a rename).
 package durable
 
 import (
@@ -44,10 +46,16 @@ const (
 	FailMkdir  = "durable-mkdir"
 )
 
-// inject runs the failpoint of a site, turning an injected error into the
-// errno a disk would give there.
-func inject(name string, errno syscall.Errno) error {
-	if err := failpoint.Inject(context.Background(), name, 0); err != nil {
+// Arguments of the fsync site.
+const (
+	syncOfFile = 0
+	syncOfDir  = 1
+)
+
+// inject runs the failpoint of a site (with argument arg), turning an
+// injected error into the errno a disk would give there.
+func inject(name string, errno syscall.Errno, arg int) error {
+	if err := failpoint.Inject(context.Background(), name, arg); err != nil {
 		if errors.Is(err, failpoint.ErrInjected) {
 			return fmt.Errorf("%w (%w)", errno, err)
 		}
@@ -58,7 +66,7 @@ func inject(name string, errno syscall.Errno) error {
 
 // SyncFile fsyncs f; an error wraps ErrSyncFailed.
 func SyncFile(f *os.File) error {
-	err := inject(FailSync, syscall.EIO)
+	err := inject(FailSync, syscall.EIO, syncOfFile)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -72,7 +80,7 @@ func SyncFile(f *os.File) error {
 // metadata needed to read it back, without flushing timestamps. It passes
 // the fsync failpoint, and an error wraps ErrSyncFailed.
 func DataSync(f *os.File) error {
-	err := inject(FailSync, syscall.EIO)
+	err := inject(FailSync, syscall.EIO, syncOfFile)
 	if err == nil {
 		err = fdatasync(f)
 	}
@@ -89,7 +97,7 @@ func SyncDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("open directory %s to sync it: %w", dir, err)
 	}
-	err = inject(FailSync, syscall.EIO)
+	err = inject(FailSync, syscall.EIO, syncOfDir)
 	if err == nil {
 		err = d.Sync()
 	}
@@ -121,7 +129,7 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 			return err
 		}
 	}
-	err := inject(FailMkdir, syscall.EIO)
+	err := inject(FailMkdir, syscall.EIO, 0)
 	if err == nil {
 		err = os.Mkdir(dir, perm)
 	}
@@ -149,7 +157,7 @@ func WriteNew(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	err = inject(FailWrite, syscall.ENOSPC)
+	err = inject(FailWrite, syscall.ENOSPC, 0)
 	if err == nil {
 		_, err = f.Write(data)
 		if err != nil {
@@ -206,7 +214,7 @@ func CreateExclusive(path, tmpDir string, data []byte) (created bool, err error)
 // newname's directory, usually through CreateExclusive). An existing
 // newname is reported as fs.ErrExist.
 func Link(oldname, newname string) error {
-	if err := inject(FailLink, syscall.EIO); err != nil {
+	if err := inject(FailLink, syscall.EIO, 0); err != nil {
 		return fmt.Errorf("link %s: %w", newname, err)
 	}
 	return os.Link(oldname, newname)
@@ -222,7 +230,7 @@ func WriteAtomic(path string, data []byte) error {
 	if err := WriteNew(tmp, data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := inject(FailRename, syscall.EIO); err != nil {
+	if err := inject(FailRename, syscall.EIO, 0); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
@@ -236,7 +244,7 @@ func WriteAtomic(path string, data []byte) error {
 // Rename renames from to to and fsyncs both directories (once when they are
 // the same). A missing from is reported as fs.ErrNotExist, untouched.
 func Rename(from, to string) error {
-	if err := inject(FailRename, syscall.EIO); err != nil {
+	if err := inject(FailRename, syscall.EIO, 0); err != nil {
 		return fmt.Errorf("rename %s: %w", from, err)
 	}
 	if err := os.Rename(from, to); err != nil {
@@ -256,7 +264,7 @@ func Rename(from, to string) error {
 // error, and its parent is still synced: an earlier removal whose sync
 // failed may not be durable.
 func Remove(path string) error {
-	err := inject(FailRemove, syscall.EIO)
+	err := inject(FailRemove, syscall.EIO, 0)
 	if err == nil {
 		err = os.Remove(path)
 	}

@@ -12,6 +12,7 @@
 //	<dir>/tables/<name>/shard-NNNN/trimmed     trimmed-through position, decimal
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.arrows  entries as an Arrow IPC stream
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.idx     index: header, one record per entry, seal record
+//	<dir>/tables/<name>/shard-NNNN/new-<first>.*       a generation no sync has covered an entry of yet
 //	<dir>/tables/<name>/shard-NNNN/recycled-<first>.*  a trimmed generation's files, kept for reuse (recycle_gen.go)
 //	<dir>/quarantine/<name>/shard-NNNN/gen-<first>-<time>/  a quarantined generation's files and AUDIT.json
 //
@@ -50,29 +51,51 @@
 // writing overlaps syncing. A position is returned only after that sync.
 //
 // When the open generation is full, the append that finds it so writes its
-// end-of-stream marker, creates the next generation and carries on; the next
-// group sync covers the closed generation, the new files and the directory
-// together, and only then is the seal record written (and synced by the sync
-// after that). Rotation thus never stalls appends for extra syncs. Positions
-// are 1-based and dense: the next position is derived from the files at
-// every open.
+// end-of-stream marker, creates the next generation under temporary names
+// (new-<first>.*) and carries on; the next group sync covers the closed
+// generation and the new files together, after which the new generation is
+// renamed to gen-<first>.* and the closed one gets its seal record; the
+// sync after that makes the rename (the directory) and the seal record
+// durable, and only then are the new generation's positions acknowledged.
+// Rotation thus never stalls appends for extra syncs; the first entries of
+// each generation wait for one more group sync. A generation's own name is
+// the proof, kept outside its index, that it holds a durable entry (see
+// Recovery). Positions are 1-based and dense: the next position is derived
+// from the files at every open.
 //
 // # Recovery
 //
-// Open checks every generation. A generation whose index ends with a valid
-// seal record must be intact: any mismatch is damage. A generation without
-// one has every entry's checksum verified. If its stream is complete
-// (entries and end-of-stream marker) its seal is finished: the seal record,
-// written after the sync that covered the rotation (which may already have
-// ACKed entries of the next generation), was lost, torn, zeroed or garbled
-// by a crash — at most its last index record may be unreadable. Otherwise
-// the first invalid entry starts a torn tail that is cut off, together with
-// any generation after it: none of that was acknowledged, because an
-// acknowledgement follows a sync covering the entry and, after a rotation,
-// the closed generation's whole stream. A synced record vouching for a
-// position in the tail, or a sealed later generation, proves otherwise;
-// then it is damage. Cutting entries the index recorded is logged at error
-// level (a torn write and damage to the last entries look alike).
+// Open believes only what is durable (DESIGN.md §3 rule 22): whatever it
+// finds and will serve — the open generation's files, a seal it completes,
+// the names in every shard, table and tables directory, the epoch and
+// trimmed-through counters — is synced before Open returns, because a
+// process killed before its own sync leaves its writes in the page cache.
+// A failed fsync in a live process leaves pages clean but never written
+// (Linux), which a later open could read and sync "successfully": the
+// process cuts the entries that sync covered out of its files at once
+// (syncFailed), so recovery never sees them.
+//
+// Generations under temporary names were never covered by a sync: none of
+// their positions was acknowledged, and they are removed (a rename a crash
+// interrupted, one file renamed and the other not, is completed). Open then
+// checks every generation. A generation whose index ends with a valid seal
+// record must be intact: any mismatch is damage. A generation without one
+// has every entry's checksum verified. If its stream is complete (entries
+// and end-of-stream marker) its seal is finished — its data synced, then
+// the seal record written: the record, written after the sync that covered
+// the rotation, was lost, torn, zeroed or garbled by a crash (at most its
+// last index record may be unreadable). Otherwise the first invalid entry
+// starts a torn tail that is cut off, together with any generation after
+// it: none of that was acknowledged, because an acknowledgement follows a
+// sync covering the entry and, after a rotation, the closed generation's
+// whole stream. A synced record vouching for a position in the tail, a
+// sealed later generation, or the generation's own name (its first entry)
+// proves otherwise; then it is damage. Cutting entries the index recorded
+// is logged at error level (a torn write and damage to the last entries
+// look alike). A last generation whose header or schema prefix is invalid
+// is removed only when provably empty (provablyEmpty); a missing or cut
+// index beside its data, a damaged header, a missing data file or a file
+// that cannot be read is damage, never an unfinished creation.
 //
 // Damage is contained (DESIGN.md §3 rule 18): it becomes a hole in its
 // shard (Damage lists it, naming file, byte and position). The shard serves

@@ -140,7 +140,6 @@ func (e *Engine) recover() error {
 	if err != nil {
 		return err
 	}
-	removed := false
 	for _, de := range ents {
 		name := de.Name()
 		if strings.HasPrefix(name, ".tmp-") {
@@ -148,7 +147,6 @@ func (e *Engine) recover() error {
 			if err := os.RemoveAll(filepath.Join(td, name)); err != nil {
 				return err
 			}
-			removed = true
 			continue
 		}
 		var t *table
@@ -169,10 +167,13 @@ func (e *Engine) recover() error {
 		}
 		e.tables[name] = t
 	}
-	if removed {
-		return durable.SyncDir(td)
+	// Registrations renamed into place, and the tables directory itself,
+	// are durable before any is served (a process may have died before
+	// its directory sync).
+	if err := durable.SyncDir(td); err != nil {
+		return err
 	}
-	return nil
+	return durable.SyncDir(e.dir)
 }
 
 // Dir is the engine's directory.
@@ -301,10 +302,18 @@ func (e *Engine) Tables(ctx context.Context) ([]TableInfo, error) {
 	return out, nil
 }
 
-// Epoch implements Log.
+// Epoch implements Log. It fails while the table's epoch is unknown (a
+// failed fsync of its last advance; see AdvanceEpoch).
 func (e *Engine) Epoch(ctx context.Context, name string) (uint64, error) {
-	info, err := e.Table(ctx, name)
-	return info.Epoch, err
+	if err := e.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer e.life.RUnlock()
+	t, err := e.table(name)
+	if err != nil {
+		return 0, err
+	}
+	return t.durableEpoch()
 }
 
 // AdvanceEpoch implements Log. The new epoch is fsynced (temp file, rename,

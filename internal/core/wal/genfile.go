@@ -21,8 +21,10 @@ import (
 // where self is the CRC32C of the first 28 bytes. Kinds:
 //
 //	header: a = first position, b = creation time (unix ns), crc = CRC32C of
-//	        the schema prefix of the data file; kind "WAL2" (salted), or
-//	        "WAL1" written before generation files were recycled (salt 0)
+//	        the schema prefix of the data file; kind "WAL3" (salted, named
+//	        after its first sync: see below), "WAL2" (salted, named at
+//	        creation) or "WAL1" written before generation files were
+//	        recycled (salt 0)
 //	entry:  a = offset in the data file, b = length, crc = CRC32C of the bytes
 //	seal:   a = final data file size (with end-of-stream), b = seal time
 //	synced: a = highest position already durable when it was written
@@ -38,10 +40,24 @@ import (
 // A record that passes its checksum with another salt is such a leftover:
 // the generation's index ends before it (liveIndex). An index without a
 // salt (WAL1) was never written over another.
+//
+// A generation is created, or takes over a trimmed generation's files,
+// under temporary names (new-<first>.idx, then new-<first>.arrows) and is
+// renamed to its own names (gen-<first>.*) only after a sync covered its
+// header and first entry; its positions are acknowledged only once a later
+// sync made that rename durable. The name is thus the proof, outside the
+// index, that the generation holds a durable entry: a crash leaves either
+// temporary names (nothing in them was acknowledged: recovery removes them)
+// or a generation whose header, schema prefix and first entry must be
+// there, so that a missing or cut index, a damaged header or a missing data
+// file is damage to report, never an unfinished creation to delete
+// (DESIGN.md §3 rule 22). A WAL3 header marks such a generation; WAL1 and
+// WAL2 generations were named at creation.
 const (
 	recSize     = 32
 	kindHeader  = 0x57414c31 // "WAL1": no salt
 	kindHeader2 = 0x57414c32 // "WAL2": salted
+	kindHeader3 = 0x57414c33 // "WAL3": salted, named after its first sync
 	kindEntry   = 2
 	kindSeal    = 3
 	kindSynced  = 4
@@ -81,7 +97,9 @@ func unmarshalRec(b []byte) (idxRec, bool) {
 	}, true
 }
 
-func isHeader(kind uint32) bool { return kind == kindHeader || kind == kindHeader2 }
+func isHeader(kind uint32) bool {
+	return kind == kindHeader || kind == kindHeader2 || kind == kindHeader3
+}
 
 // liveIndex returns the records of index b that belong to its generation:
 // those before the first one that passes its checksum with a salt other
@@ -122,7 +140,8 @@ type gen struct {
 	sealed   bool
 	sealedAt time.Time
 	openedAt time.Time
-	marked   uint64   // highest position a synced record vouches for
+	marked   uint64 // highest position a synced record vouches for
+	name     nameState
 	data     *os.File // open generation only
 	idx      *os.File
 	dataPath string
@@ -131,20 +150,34 @@ type gen struct {
 
 func genName(first uint64) string { return fmt.Sprintf("gen-%020d", first) }
 
+// tempPrefix starts the names of a generation before its first sync.
+const tempPrefix = "new-"
+
+func tempName(first uint64) string { return fmt.Sprintf("%s%020d", tempPrefix, first) }
+
+// nameState says how far a generation is from its own, durable names.
+type nameState int
+
+const (
+	nameTemp    nameState = iota // new-<first>.*: no sync covered its first entry yet
+	nameRenamed                  // gen-<first>.*, the rename not yet durable
+	nameDurable                  // gen-<first>.*, durably
+)
+
 func (g *gen) last() uint64 { return g.first + uint64(len(g.ents)) - 1 }
 
-// newGen creates the files of a new open generation, or takes over the
-// files of a trimmed one (reuse, when not nil), and writes their headers.
-// The caller syncs them, and the directory, before writing entries (see
-// shard.rotateLocked).
+// newGen creates the files of a new open generation under its temporary
+// names, or takes over the files of a trimmed one (reuse, when not nil),
+// and writes their headers. The shard renames it once a sync covered its
+// first entry (shard.nameCovered).
 func newGen(dir string, first uint64, schemaBytes []byte, now time.Time, reuse *recycled) (*gen, error) {
 	g := &gen{first: first, openedAt: now, salt: newSalt(reuse),
-		dataPath: filepath.Join(dir, genName(first)+".arrows"),
-		idxPath:  filepath.Join(dir, genName(first)+".idx")}
+		dataPath: filepath.Join(dir, tempName(first)+".arrows"),
+		idxPath:  filepath.Join(dir, tempName(first)+".idx")}
 	if err := g.openFiles(reuse); err != nil {
 		return nil, err
 	}
-	hdr := idxRec{kind: kindHeader2, crc: crc32c(schemaBytes), a: first, b: uint64(now.UnixNano()), salt: g.salt}.marshal()
+	hdr := idxRec{kind: kindHeader3, crc: crc32c(schemaBytes), a: first, b: uint64(now.UnixNano()), salt: g.salt}.marshal()
 	_, err := g.data.WriteAt(schemaBytes, 0)
 	if err == nil {
 		_, err = g.idx.WriteAt(hdr, 0)
@@ -168,29 +201,47 @@ func newSalt(reuse *recycled) uint32 {
 	}
 }
 
-// openFiles creates g's files, or renames reuse's files to g's names.
+// openFiles creates g's files, or renames reuse's files to g's names: the
+// index first, so that a crash never leaves a data file without its index
+// (recovery takes a generation's data without an index for damage).
 func (g *gen) openFiles(reuse *recycled) error {
 	flag := os.O_RDWR | os.O_CREATE | os.O_EXCL
 	if reuse != nil {
 		flag = os.O_RDWR
-		if err := os.Rename(reuse.base+".arrows", g.dataPath); err != nil {
+		if err := os.Rename(reuse.base+".idx", g.idxPath); err != nil {
 			return err
 		}
-		if err := os.Rename(reuse.base+".idx", g.idxPath); err != nil {
-			os.Remove(g.dataPath)
+		if err := os.Rename(reuse.base+".arrows", g.dataPath); err != nil {
+			os.Remove(g.idxPath)
 			return err
 		}
 		g.recycled = true
 	}
 	var err error
-	if g.data, err = os.OpenFile(g.dataPath, flag, 0o644); err != nil {
-		return err
-	}
 	if g.idx, err = os.OpenFile(g.idxPath, flag, 0o644); err != nil {
-		g.data.Close()
-		os.Remove(g.dataPath)
 		return err
 	}
+	if g.data, err = os.OpenFile(g.dataPath, flag, 0o644); err != nil {
+		g.idx.Close()
+		os.Remove(g.idxPath)
+		return err
+	}
+	return nil
+}
+
+// rename gives g its own names, the index first (recovery completes a
+// rename a crash interrupted: renameTemp). The caller makes the directory
+// durable before acknowledging g's positions.
+func (g *gen) rename(dir string) error {
+	idx, data := filepath.Join(dir, genName(g.first)+".idx"), filepath.Join(dir, genName(g.first)+".arrows")
+	if err := os.Rename(g.idxPath, idx); err != nil {
+		return err
+	}
+	g.idxPath = idx
+	if err := os.Rename(g.dataPath, data); err != nil {
+		return err
+	}
+	g.dataPath, g.name = data, nameRenamed
 	return nil
 }
 

@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -34,8 +35,20 @@ func corruptAt(file string, off int64, pos uint64, format string, args ...any) *
 }
 
 // errAbandoned reports a last generation whose creation never completed
-// (header or schema prefix missing): it cannot hold an ACKed entry.
+// and that provably holds no entry (provablyEmpty).
 var errAbandoned = errors.New("abandoned generation")
+
+// unreadable reports a generation file that cannot be read (an I/O error):
+// like damage, it is contained to its shard and reported, never taken for
+// an unfinished creation or a torn tail.
+func unreadable(file string, off int64, pos uint64, err error) *corruptError {
+	return corruptAt(file, off, pos, "cannot be read: %v", err)
+}
+
+// isReadError tells an I/O error from a file that is merely short.
+func isReadError(err error) bool {
+	return err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF)
+}
 
 // tailCut describes what recovery cut off the end of an open generation.
 type tailCut struct {
@@ -70,6 +83,7 @@ func idxEvidence(b []byte) (synced uint64, sealed bool) {
 
 // genParts is what loadGen reads of one generation.
 type genParts struct {
+	raw      []byte // the index file (nil when missing)
 	idx      []byte // its live records (liveIndex)
 	idxLen   int64  // the index file's length
 	data     *os.File
@@ -87,46 +101,100 @@ type genParts struct {
 // index record may be unreadable, the last). Otherwise the first invalid
 // entry starts a torn tail that is cut off — unless a synced record, in this
 // generation or a later one, or a sealed later generation (both in
-// laterAcked) proves a position in that tail acknowledged: that is damage,
-// reported instead. last tells whether a missing header may be an abandoned
-// creation (errAbandoned).
+// laterAcked), or the generation's own name (a WAL3 generation is named only
+// once its first entry is durable) proves a position in that tail
+// acknowledged: that is damage, reported instead. A file that cannot be
+// read is reported likewise. last tells whether an invalid header or schema
+// prefix may be an abandoned creation (errAbandoned, only when
+// provablyEmpty).
 func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, laterAcked uint64, now time.Time) (*gen, tailCut, error) {
-	g := &gen{first: first,
+	g := &gen{first: first, name: nameDurable,
 		dataPath: filepath.Join(dir, genName(first)+".arrows"),
 		idxPath:  filepath.Join(dir, genName(first)+".idx")}
 	var gf genParts
 	var err error
-	if gf.idx, err = os.ReadFile(g.idxPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, tailCut{}, err
+	if gf.raw, err = os.ReadFile(g.idxPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, tailCut{}, unreadable(g.idxPath, 0, first, err)
 	}
-	gf.idxLen = int64(len(gf.idx))
-	gf.idx = liveIndex(gf.idx)
+	gf.idxLen = int64(len(gf.raw))
+	gf.idx = liveIndex(gf.raw)
 	if gf.data, err = os.Open(g.dataPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, tailCut{}, err
+		return nil, tailCut{}, unreadable(g.dataPath, 0, first, err)
 	}
 	if gf.data != nil {
 		defer gf.data.Close()
 		st, err := gf.data.Stat()
 		if err != nil {
-			return nil, tailCut{}, err
+			return nil, tailCut{}, unreadable(g.dataPath, 0, first, err)
 		}
 		gf.dataSize = st.Size()
 	}
 	synced, _ := idxEvidence(gf.idx)
 	hdr, ok := unmarshalRec(gf.idx)
+	ok = ok && isHeader(hdr.kind) && hdr.a == first && hdr.crc == crc32c(schemaBytes)
 	if ok && gf.data != nil {
 		prefix := make([]byte, len(schemaBytes))
-		ok = readFull(gf.data, prefix, 0) == nil && isHeader(hdr.kind) && hdr.a == first &&
-			hdr.crc == crc32c(schemaBytes) && string(prefix) == string(schemaBytes)
+		err := readFull(gf.data, prefix, 0)
+		if isReadError(err) {
+			return nil, tailCut{}, unreadable(g.dataPath, 0, first, err)
+		}
+		ok = err == nil && string(prefix) == string(schemaBytes)
 	}
 	if !ok || gf.data == nil {
-		if last && synced < first {
+		if last && provablyEmpty(first, gf, len(schemaBytes)) {
 			return nil, tailCut{}, errAbandoned
+		}
+		if gf.raw == nil {
+			return nil, tailCut{}, corruptAt(g.idxPath, 0, first, "index missing beside a data file of %d bytes", gf.dataSize)
 		}
 		return nil, tailCut{}, corruptAt(g.idxPath, 0, first, "generation header or schema prefix invalid")
 	}
 	g.openedAt, g.salt = time.Unix(0, int64(hdr.b)), hdr.salt
-	return checkGen(g, gf, schemaBytes, verify, max(laterAcked, synced), now)
+	acked := max(laterAcked, synced)
+	if hdr.kind == kindHeader3 {
+		acked = max(acked, first) // named only once its first entry was durable
+	}
+	return checkGen(g, gf, schemaBytes, verify, acked, last && hdr.kind != kindHeader3, now)
+}
+
+// provablyEmpty tells whether the last generation, whose header or schema
+// prefix is invalid or whose data file is missing, provably holds no entry
+// (DESIGN.md §3 rule 22): a WAL3 generation never does (it was named once
+// its first entry was durable); an index whose header is another
+// generation's was taken over from a trimmed generation and never written
+// (WAL2); otherwise no index record may vouch for a position or validate
+// against the data, and the data may hold nothing past the schema prefix.
+// Anything else is damage to report. An acknowledged entry's index record
+// and data were durable together, so nothing less proves an entry; a crash
+// leaves WAL3 generations under temporary names, which recovery removes
+// before this is asked.
+func provablyEmpty(first uint64, gf genParts, prefixLen int) bool {
+	hdr, own := unmarshalRec(gf.raw)
+	own = own && isHeader(hdr.kind)
+	switch {
+	case own && hdr.a != first:
+		return true
+	case own && hdr.kind == kindHeader3:
+		return false
+	}
+	for i := recSize; i+recSize <= len(gf.raw); i += recSize {
+		r, ok := unmarshalRec(gf.raw[i:])
+		if !ok || own && r.salt != hdr.salt {
+			continue
+		}
+		switch r.kind {
+		case kindSynced, kindSeal:
+			return false
+		case kindEntry:
+			if gf.data != nil && r.b > 0 && r.a < uint64(gf.dataSize) && r.b <= uint64(gf.dataSize)-r.a {
+				b := make([]byte, r.b)
+				if err := readFull(gf.data, b, int64(r.a)); err != nil || crc32c(b) == r.crc {
+					return false // an entry, or bytes that cannot be read
+				}
+			}
+		}
+	}
+	return gf.data == nil || gf.dataSize <= int64(prefixLen)
 }
 
 // indexWalk is what walkIndex found: where the entries end in the data
@@ -137,6 +205,7 @@ type indexWalk struct {
 	consumed int
 	bad      *corruptError
 	badRec   int
+	ioErr    bool // bad is a read error: damage wherever it is
 }
 
 // verifyBufs pools walkIndex's entry buffer: an open reads every entry of
@@ -178,7 +247,12 @@ func walkIndex(g *gen, gf genParts, off int64, verify, sealed bool) indexWalk {
 					*bp = buf
 				}
 				b := buf[:r.b]
-				ok = readFull(gf.data, b, w.off) == nil && crc32c(b) == r.crc
+				err := readFull(gf.data, b, w.off)
+				if isReadError(err) {
+					w.bad, w.ioErr = unreadable(g.dataPath, w.off, pos, err), true
+					break
+				}
+				ok = err == nil && crc32c(b) == r.crc
 			}
 			if !ok {
 				w.bad = corruptAt(g.dataPath, w.off, pos, "entry at offset %d length %d (index record %d) fails its checksum or lies outside the file", r.a, r.b, i)
@@ -189,6 +263,10 @@ func walkIndex(g *gen, gf genParts, off int64, verify, sealed bool) indexWalk {
 		case r.kind == kindSeal:
 			tail := make([]byte, len(eos))
 			err := readFull(gf.data, tail, w.off)
+			if isReadError(err) {
+				w.bad, w.ioErr = unreadable(g.dataPath, w.off, pos, err), true
+				break
+			}
 			if r.a != uint64(w.off)+uint64(len(eos)) || gf.dataSize != int64(r.a) || err != nil || string(tail) != string(eos) {
 				w.bad = corruptAt(g.dataPath, w.off, pos, "sealed generation has %d bytes and its entries end at %d, seal record says %d", gf.dataSize, w.off, r.a)
 				break
@@ -210,12 +288,18 @@ func walkIndex(g *gen, gf genParts, off int64, verify, sealed bool) indexWalk {
 }
 
 // checkGen walks a generation's index records against its data file (see
-// loadGen); acked is the highest position known to be acknowledged.
-func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64, now time.Time) (*gen, tailCut, error) {
+// loadGen); acked is the highest position known to be acknowledged. With
+// proveEmpty (the last generation, of a format named at creation) keeping
+// none of its entries requires the data to hold nothing of its own past
+// the schema prefix (provablyEmpty's rule).
+func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64, proveEmpty bool, now time.Time) (*gen, tailCut, error) {
 	_, sealed := idxEvidence(gf.idx)
 	nFull := len(gf.idx) / recSize
 	w := walkIndex(g, gf, int64(len(schemaBytes)), verify, sealed)
 	consumed, bad, badRec, off := w.consumed, w.bad, w.badRec, w.off
+	if w.ioErr {
+		return nil, tailCut{}, bad
+	}
 	if sealed {
 		if bad == nil && len(gf.idx)%recSize != 0 {
 			bad = corruptAt(g.idxPath, int64(nFull)*recSize, g.first+uint64(len(g.ents)), "partial index record after the seal record")
@@ -238,6 +322,9 @@ func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64
 		}
 	}
 	end := g.first + uint64(len(g.ents)) // first position not kept
+	if len(g.ents) == 0 && proveEmpty && ownBytesPastPrefix(gf, off) {
+		return nil, tailCut{}, corruptAt(g.dataPath, off, g.first, "no index record describes the %d bytes past the schema prefix", gf.dataSize-off)
+	}
 	if end <= acked {
 		if bad != nil {
 			bad.Detail += fmt.Sprintf(" (position %d was acknowledged: this is damage, not a torn tail)", acked)
@@ -262,6 +349,23 @@ func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64
 		}
 	}
 	return g, cut, nil
+}
+
+// ownBytesPastPrefix tells whether a generation's data file holds bytes past
+// its schema prefix (ending at off) other than a trimmed generation's
+// leftovers: the first leftover index record (after the live ones)
+// describes an entry right there whose checksum matches.
+func ownBytesPastPrefix(gf genParts, off int64) bool {
+	if gf.dataSize <= off {
+		return false
+	}
+	left := gf.raw[len(gf.idx):]
+	r, ok := unmarshalRec(left)
+	if !ok || r.kind != kindEntry || r.a != uint64(off) || r.b == 0 || r.b > uint64(gf.dataSize-off) {
+		return true
+	}
+	b := make([]byte, r.b)
+	return readFull(gf.data, b, off) != nil || crc32c(b) != r.crc
 }
 
 // sealedLast returns the last position of a sealed generation whose index
@@ -291,11 +395,17 @@ var errNoEOS = errors.New("no end-of-stream marker")
 
 // finishSeal writes the seal record of a generation whose data file ends
 // with the end-of-stream marker right after its entries (at off), over
-// whatever torn record followed the last one consumed.
+// whatever torn record followed the last one consumed. The data file is
+// synced first: the stream may be complete only in the page cache (a
+// process killed before its sync), and a seal record vouches for a durable
+// stream.
 func finishSeal(g *gen, off, dataSize int64, consumed int, data *os.File, now time.Time) error {
 	tail := make([]byte, len(eos))
 	if readFull(data, tail, off) != nil || string(tail) != string(eos) {
 		return errNoEOS
+	}
+	if err := durable.DataSync(data); err != nil {
+		return fmt.Errorf("finish seal of %s: %w", g.dataPath, err)
 	}
 	f, err := os.OpenFile(g.idxPath, os.O_RDWR, 0)
 	if err != nil {

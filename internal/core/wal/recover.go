@@ -16,28 +16,47 @@ import (
 // integrity failure in one generation becomes a hole (damage.go) and the
 // shard keeps serving what lies before it, and after it when later
 // generations are intact; a failure that leaves the shard's state unknown
-// (an unreadable counter, a stray file) freezes the whole shard. Other
-// errors (I/O) fail the open.
-func (e *Engine) loadShard(t *table, id int) (*shard, error) {
+// (an unreadable counter or directory, a stray file, a failed sync) freezes
+// the whole shard. Nothing is served before it is durable (DESIGN.md §3
+// rule 22): the open generation and the shard directory are synced before
+// the shard's positions count as acknowledged. Other shards and tables are
+// unaffected.
+func (e *Engine) loadShard(t *table, id int) *shard {
 	s := &shard{e: e, t: t, id: id, dir: filepath.Join(t.dir, shardDirName(id))}
 	s.cond = sync.NewCond(&s.mu)
 	err := e.recoverShard(s)
-	var ce *corruptError
-	if errors.As(err, &ce) {
+	if err == nil {
+		err = s.syncRecovered()
+	}
+	if err != nil {
 		for _, g := range s.gens {
 			g.closeFiles()
 		}
 		s.gens = nil
+		ce := &corruptError{}
+		if !errors.As(err, &ce) {
+			ce = corruptAt(s.dir, 0, s.trimmed+1, "recovery failed: %v", err)
+		}
 		s.addHole(s.newHole(ce, 0, s.trimmed+1, 0))
 		s.next = s.trimmed + 1
-		err = nil
-	}
-	if err != nil {
-		return nil, err
 	}
 	s.synced = s.next - 1
 	s.written = s.synced
-	return s, nil
+	return s
+}
+
+// syncRecovered makes durable what recovery found and will serve: the open
+// generation's files (a killed process leaves its last entries in the page
+// cache only) and the shard directory (names created, renamed or removed
+// by the process before, or by recovery).
+func (s *shard) syncRecovered() error {
+	if g := s.open(); g != nil {
+		if err := syncAll([]*os.File{g.data, g.idx}, s.dir); err != nil {
+			return err
+		}
+		return nil
+	}
+	return durable.SyncDir(s.dir)
 }
 
 func (e *Engine) recoverShard(s *shard) error {
@@ -50,14 +69,11 @@ func (e *Engine) recoverShard(s *shard) error {
 	if err != nil {
 		return err
 	}
-	order, kept, err := listGens(s.dir)
+	order, kept, err := e.listGens(s.dir)
 	if err != nil {
 		return err
 	}
 	if err := s.loadRecycled(kept); err != nil {
-		return err
-	}
-	if order, err = dropEmptyLast(s.dir, order); err != nil {
 		return err
 	}
 	laterAcked := ackEvidence(s.dir, order)
@@ -85,24 +101,6 @@ func (e *Engine) recoverShard(s *shard) error {
 		return g.reopen()
 	}
 	return nil
-}
-
-// dropEmptyLast removes the last generation when it has no entry
-// records: it holds nothing, and may be a rotation interrupted before
-// the previous seal completed.
-func dropEmptyLast(dir string, order []uint64) ([]uint64, error) {
-	n := len(order)
-	if n == 0 {
-		return order, nil
-	}
-	base := filepath.Join(dir, genName(order[n-1]))
-	if b, err := os.ReadFile(base + ".idx"); err != nil || len(liveIndex(b)) < 2*recSize {
-		if err := removeGenFiles(dir, base); err != nil {
-			return nil, err
-		}
-		return order[:n-1], nil
-	}
-	return order, nil
 }
 
 // genStep says how recoverShard goes on after one generation.
@@ -134,7 +132,8 @@ func (e *Engine) recoverGen(s *shard, order []uint64, i int, quarantined []hole,
 	last := i == len(order)-1
 	g, cut, err := loadGen(s.dir, first, s.t.schemaBytes, last, !e.opts.QuickOpen, laterAcked, e.opts.Clock.Now())
 	if err == errAbandoned {
-		e.opts.Logger.Warn("wal: removing generation whose creation did not finish", "file", base+".arrows")
+		e.opts.Logger.Warn("wal: removing a generation that provably holds no entry (its creation did not finish)",
+			"table", s.t.name, "shard", s.id, "file", base+".arrows", "first_position", first)
 		return genNext, removeGenFiles(s.dir, base)
 	}
 	var ce *corruptError
@@ -234,24 +233,26 @@ func ackEvidence(dir string, order []uint64) []uint64 {
 }
 
 // listGens returns the first positions of a shard directory's generations,
-// ascending, after removing unfinished temporary files, and the base names
-// of the trimmed generations kept for reuse (with how many of their two
-// files exist).
-func listGens(dir string) ([]uint64, map[string]int, error) {
+// ascending, after removing unfinished temporary files and settling the
+// generations under temporary names (settleTemp), and the base names of the
+// trimmed generations kept for reuse (with how many of their two files
+// exist).
+func (e *Engine) listGens(dir string) ([]uint64, map[string]int, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	firsts := map[uint64]bool{}
+	temps := map[uint64][]string{}
 	kept := map[string]int{}
-	removed := false
+	changed := false
 	for _, de := range des {
 		n := de.Name()
 		if strings.HasPrefix(n, ".tmp-") {
 			if err := os.Remove(filepath.Join(dir, n)); err != nil && !os.IsNotExist(err) {
 				return nil, nil, err
 			}
-			removed = true
+			changed = true
 			continue
 		}
 		if n == trimmedFileName {
@@ -261,13 +262,27 @@ func listGens(dir string) ([]uint64, map[string]int, error) {
 			kept[base]++
 			continue
 		}
+		if v, ok := parseTempName(n); ok {
+			temps[v] = append(temps[v], n)
+			continue
+		}
 		v, ok := parseGenName(n)
 		if !ok {
 			return nil, nil, corruptAt(filepath.Join(dir, n), 0, 0, "unexpected file in a shard directory")
 		}
 		firsts[v] = true
 	}
-	if removed {
+	for v, names := range temps {
+		named, err := e.settleTemp(dir, v, names, firsts[v])
+		if err != nil {
+			return nil, nil, err
+		}
+		if named {
+			firsts[v] = true
+		}
+		changed = true
+	}
+	if changed {
 		if err := durable.SyncDir(dir); err != nil {
 			return nil, nil, err
 		}
@@ -278,6 +293,46 @@ func listGens(dir string) ([]uint64, map[string]int, error) {
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
 	return order, kept, nil
+}
+
+// settleTemp deals with the files of a generation still under temporary
+// names (genfile.go). If one of its files already has its own name
+// (hasOwn), a completed sync covered its first entry and the rename was
+// interrupted: it is completed. Otherwise no sync covered its first entry,
+// so none of its positions was acknowledged: its files are removed. The
+// caller syncs the directory. It reports whether the generation now has
+// its own names.
+func (e *Engine) settleTemp(dir string, first uint64, names []string, hasOwn bool) (bool, error) {
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if !hasOwn {
+			e.opts.Logger.Info("wal: removing a generation whose first entry was never durable (none of it was acknowledged)",
+				"file", p, "first_position", first)
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				return false, err
+			}
+			continue
+		}
+		own := filepath.Join(dir, genName(first)+filepath.Ext(n))
+		if _, err := os.Lstat(own); err == nil {
+			return false, corruptAt(p, 0, first, "both %s and %s exist", n, filepath.Base(own))
+		}
+		e.opts.Logger.Info("wal: completing the rename of a generation whose first entry is durable", "file", own)
+		if err := os.Rename(p, own); err != nil {
+			return false, err
+		}
+	}
+	return hasOwn, nil
+}
+
+// parseTempName returns the first position named by a temporary generation
+// file name (new-<first>.arrows or .idx).
+func parseTempName(n string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(n, tempPrefix)
+	if !ok {
+		return 0, false
+	}
+	return parseGenName("gen-" + rest)
 }
 
 // parseGenName returns the first position named by a generation file name.

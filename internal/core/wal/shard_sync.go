@@ -137,6 +137,36 @@ func (s *shard) fail(what string, err error) error {
 	return s.err
 }
 
+// syncFailed stops the shard after a failed sync (fail) and cuts the
+// entries that sync covered beyond the acknowledged positions out of the
+// open files. On Linux a failed fsync may leave those pages clean but
+// never written: a later open in the same boot would read them from the
+// page cache, its own syncs would succeed, it would serve them, and a power
+// loss would then take them away and issue their positions again. Cut
+// here, recovery never sees them. A generation's first entry stays when its
+// name is its own (a completed sync covered it); temporary names are
+// removed by recovery anyway. Nothing is synced: what is cut was never
+// durable, and the disk's copy fails its checksum at the next open.
+func (s *shard) syncFailed(err error) {
+	s.fail("sync", err)
+	for _, g := range s.gens {
+		if g.data == nil || g.name == nameTemp {
+			continue
+		}
+		keep := 0
+		for keep < len(g.ents) && (g.first+uint64(keep) <= s.synced || keep == 0) {
+			keep++
+		}
+		size := int64(len(s.t.schemaBytes))
+		if keep > 0 {
+			size = g.ents[keep-1].off + g.ents[keep-1].n
+		}
+		if terr := g.data.Truncate(size); terr != nil {
+			s.e.opts.Logger.Error("wal: cutting entries a failed sync covered out of the page cache", "file", g.dataPath, "err", terr)
+		}
+	}
+}
+
 // finishWrite records that the write of pos finished and advances
 // s.written over the finished prefix.
 func (s *shard) finishWrite(pos uint64) {
@@ -174,9 +204,13 @@ var testHookRotated func(inFlight int)
 const maxRotationsInFlight = 8
 
 // syncLocked makes everything written so far durable: the open generation,
-// the generations being sealed, pending seal records and, after a file was
-// created, the directory — all in one concurrent round, with mu dropped.
-// Afterwards the generations being sealed get their seal records.
+// the generations being sealed, pending seal records and, after a
+// generation was renamed, the directory — all in one concurrent round, with
+// mu dropped. Afterwards the generations whose first entry the round
+// covered get their own names (nameCovered), and those being sealed get
+// their seal records once their names are durable. Positions become
+// acknowledged (s.synced) up to the first generation whose name is not yet
+// durable: its name is what proves, after a crash, that it holds entries.
 func (s *shard) syncLocked() {
 	target := s.written
 	var files []*os.File
@@ -200,8 +234,9 @@ func (s *shard) syncLocked() {
 	if s.dirDirty {
 		dir, s.dirDirty = s.dir, false
 	}
+	renamed := s.gensNamed(nameRenamed)
 	if len(files) == 0 && dir == "" {
-		s.synced = max(s.synced, target)
+		s.ackThrough(target)
 		return
 	}
 	s.syncing = true
@@ -210,11 +245,23 @@ func (s *shard) syncLocked() {
 	s.mu.Lock()
 	s.syncing = false
 	if err != nil {
-		s.fail("sync", err)
+		s.syncFailed(err)
 		return
 	}
-	s.synced = max(s.synced, target)
+	if dir != "" {
+		for _, g := range renamed {
+			g.name = nameDurable
+		}
+	}
+	if err := s.nameCovered(target); err != nil {
+		s.cond.Broadcast()
+		return
+	}
+	s.ackThrough(target)
 	s.donePending(nPending)
+	for nSealing > 0 && s.sealing[nSealing-1].name != nameDurable {
+		nSealing-- // sealed by a later round, once named
+	}
 	sealed := s.sealing[:nSealing]
 	s.sealing = s.sealing[nSealing:]
 	for _, sg := range sealed {
@@ -226,6 +273,46 @@ func (s *shard) syncLocked() {
 		s.pending = append(s.pending, sg)
 	}
 	s.cond.Broadcast()
+}
+
+// gensNamed returns the shard's generations in name state st, under mu.
+func (s *shard) gensNamed(st nameState) []*gen {
+	var out []*gen
+	for _, g := range s.gens {
+		if g.name == st {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// nameCovered renames, in order, the generations under temporary names
+// whose first entry a completed sync up to target covered (with their
+// header and schema prefix): their files then hold a durable entry. The
+// next sync includes the directory.
+func (s *shard) nameCovered(target uint64) error {
+	for _, g := range s.gensNamed(nameTemp) {
+		if len(g.ents) == 0 || g.first > target {
+			break
+		}
+		if err := g.rename(s.dir); err != nil {
+			return s.fail("rename "+g.dataPath, err)
+		}
+		s.dirDirty = true
+	}
+	return nil
+}
+
+// ackThrough advances s.synced to target, but not into a generation whose
+// name is not yet durable.
+func (s *shard) ackThrough(target uint64) {
+	for _, g := range s.gens {
+		if g.name != nameDurable && g.first <= target {
+			target = g.first - 1
+			break
+		}
+	}
+	s.synced = max(s.synced, target)
 }
 
 // donePending closes the indexes of the first n pending generations once a
@@ -258,12 +345,14 @@ func (s *shard) writeSeal(g *gen) error {
 }
 
 // rotateLocked closes old (the open generation, nil if none) and creates
-// the next generation, without syncing: appends continue into the new
-// generation while the next group sync makes old's entries and end-of-stream
-// marker durable together with the new files and the directory. A crash
-// before that sync leaves old incomplete; recovery then cuts old back to its
-// whole entries and removes the newer generation, none of whose entries can
-// have been acknowledged (their sync is the one that did not complete).
+// the next generation under temporary names, without syncing: appends
+// continue into the new generation while the next group sync makes old's
+// entries and end-of-stream marker durable together with the new files; the
+// new generation is then renamed (nameCovered), and its entries are
+// acknowledged once a later sync made the rename durable. A crash before
+// that leaves old incomplete or the new generation under temporary names;
+// recovery then cuts old back to its whole entries and removes the newer
+// generation, none of whose entries can have been acknowledged.
 func (s *shard) rotateLocked(old *gen) error {
 	g, err := s.createGen()
 	if err != nil {
@@ -280,7 +369,6 @@ func (s *shard) rotateLocked(old *gen) error {
 		}
 	}
 	s.gens = append(s.gens, g)
-	s.dirDirty = true
 	return nil
 }
 
@@ -315,7 +403,8 @@ func (g *gen) writeEOS() error {
 }
 
 // sealNowLocked seals g, the open generation, durably before returning; no
-// sync may be running, no rotation in flight and no write unfinished.
+// sync may be running, no rotation in flight, no write unfinished and g's
+// name must be durable (sealReady).
 func (s *shard) sealNowLocked(g *gen) error {
 	if err := g.writeEOS(); err != nil {
 		return s.fail("seal "+g.dataPath, err)
@@ -330,7 +419,8 @@ func (s *shard) sealNowLocked(g *gen) error {
 		dir, s.dirDirty = s.dir, false
 	}
 	if err := syncAll(files, dir); err != nil {
-		return s.fail("sync", err)
+		s.syncFailed(err)
+		return s.err
 	}
 	s.donePending(nPending)
 	s.synced = s.next - 1
@@ -343,6 +433,14 @@ func (s *shard) sealNowLocked(g *gen) error {
 	g.closeFiles()
 	s.cond.Broadcast()
 	return nil
+}
+
+// sealReady tells, under mu, whether the open generation g (nil if none)
+// may be sealed now: no sync running, no rotation in flight, no write
+// unfinished, and g named durably (a generation is sealed under its own
+// names only).
+func (s *shard) sealReady(g *gen) bool {
+	return !s.syncing && len(s.sealing) == 0 && s.written == s.next-1 && (g == nil || len(g.ents) == 0 || g.name == nameDurable)
 }
 
 // seal seals the open generation if it has entries.
@@ -360,7 +458,7 @@ func (s *shard) seal() (Generation, error) {
 		switch {
 		case g == nil || len(g.ents) == 0:
 			return Generation{}, nil
-		case s.syncing || len(s.sealing) > 0 || s.written < s.next-1:
+		case !s.sealReady(g):
 			s.waitOrSync()
 			continue
 		}
@@ -377,7 +475,7 @@ func (s *shard) seal() (Generation, error) {
 func (s *shard) sealIfOlder(cutoff time.Time) (opened time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.err == nil && (s.syncing || len(s.sealing) > 0 || s.written < s.next-1) {
+	for s.err == nil && !s.sealReady(s.open()) {
 		s.waitOrSync()
 	}
 	g := s.open()

@@ -123,23 +123,28 @@ func (e *Engine) loadTable(dir, name string) (*table, error) {
 		return nil, corruptAt(p, 0, 0, "table registration missing")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("table %q: %w", name, err)
+		return nil, unreadable(p, 0, 0, err)
 	}
 	tf, schema, err := decodeTableFile(p, name, b)
 	if err != nil {
 		return nil, err
 	}
 	t := &table{name: name, dir: dir, schema: schema, schemaBytes: tf.SchemaIPC, created: tf.Created}
+	// The epoch is answered, and fences, only once durable: a process may
+	// have died between renaming a new epoch into place and syncing the
+	// directory (DESIGN.md §3 rule 22).
+	if err := durable.SyncDir(dir); err != nil {
+		return nil, corruptAt(dir, 0, 0, "the table directory cannot be made durable: %v", err)
+	}
 	if t.epoch, err = readUint(dir, epochFileName); err != nil {
+		var ce *corruptError
+		if !errors.As(err, &ce) {
+			err = unreadable(filepath.Join(dir, epochFileName), 0, 0, err)
+		}
 		return nil, err
 	}
 	for i := 0; i < tf.Shards; i++ {
-		s, err := e.loadShard(t, i)
-		if err != nil {
-			t.closeShards()
-			return nil, err
-		}
-		t.shards = append(t.shards, s)
+		t.shards = append(t.shards, e.loadShard(t, i))
 	}
 	return t, nil
 }
@@ -154,7 +159,12 @@ func (t *table) closeShards() error {
 	return first
 }
 
-// advanceEpoch is the CAS behind Engine.AdvanceEpoch.
+// advanceEpoch is the CAS behind Engine.AdvanceEpoch. The new epoch is
+// answered only once durable: when making it durable failed in an fsync
+// (the new value may be on disk, or not), the epoch is unknown and every
+// later CAS, trim and epoch read of the table fails until the engine is
+// reopened — recovery syncs and reads what is durable. The file is never
+// read back and believed.
 func (t *table) advanceEpoch(expect uint64) (uint64, error) {
 	t.epochMu.Lock()
 	defer t.epochMu.Unlock()
@@ -165,10 +175,6 @@ func (t *table) advanceEpoch(expect uint64) (uint64, error) {
 		return 0, &EpochConflictError{Table: t.name, Expect: expect, Current: t.epoch}
 	}
 	if err := writeUint(t.dir, epochFileName, expect+1); err != nil {
-		// The rename may or may not have reached the disk: believe the file.
-		if v, rerr := readUint(t.dir, epochFileName); rerr == nil {
-			t.epoch = v
-		}
 		err = fmt.Errorf("table %q: advance epoch %d: %w: %w", t.name, expect, err, ErrIO)
 		if errors.Is(err, durable.ErrSyncFailed) {
 			t.epochErr = err
@@ -177,4 +183,12 @@ func (t *table) advanceEpoch(expect uint64) (uint64, error) {
 	}
 	t.epoch = expect + 1
 	return t.epoch, nil
+}
+
+// durableEpoch returns the table's epoch, or the error that made it
+// unknown (advanceEpoch).
+func (t *table) durableEpoch() (uint64, error) {
+	t.epochMu.Lock()
+	defer t.epochMu.Unlock()
+	return t.epoch, t.epochErr
 }

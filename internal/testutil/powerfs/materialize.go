@@ -13,16 +13,21 @@ import (
 
 // materialize builds the durable tree of the generation in dst (an empty
 // directory), starting at the root: a name survives only if its parent's
-// durable list has it; a file's content is its durable image. Files are
+// durable names have it; a file's content is its durable image. Files are
 // hard links to the images (or, for files unchanged since the mount, to the
 // live files), so nothing is copied.
 //
-// With tear set, each file written since its last fsync keeps a random part
-// of those writes (see fileState.tear).
+// With tear set, an in-order prefix of the name operations not yet
+// durable survives too (see names.go), and each file changed since its
+// last fsync keeps a random part of those changes (see fileState.tear).
 func (g *generation) materialize(dst string, tear *rand.Rand) error {
 	idx, err := g.index()
 	if err != nil {
 		return err
+	}
+	var upTo int64 // the last name operation that survives
+	if tear != nil {
+		upTo = g.m.cutPoint(tear)
 	}
 	var root syscall.Stat_t
 	if err := syscall.Lstat(g.live, &root); err != nil {
@@ -31,7 +36,7 @@ func (g *generation) materialize(dst string, tear *rand.Rand) error {
 	done := map[uint64]string{root.Ino: dst}
 	var visit func(ino uint64, dstDir string) error
 	visit = func(ino uint64, dstDir string) error {
-		list, err := g.m.durableDir(ino, idx[ino].path)
+		list, err := g.m.durableDir(ino, idx[ino].path, upTo)
 		if err != nil {
 			return err
 		}

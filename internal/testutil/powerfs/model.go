@@ -1,6 +1,7 @@
 package powerfs
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -38,14 +39,20 @@ type fileState struct {
 type model struct {
 	imgDir string
 
+	// names serializes the name operations and the directory fsyncs, so
+	// that the operations' numbers are the order in which they took
+	// effect. It is taken before mu.
+	names sync.Mutex
+
 	mu    sync.Mutex
 	files map[uint64]*fileState
-	dirs  map[uint64]map[string]entry // durable entry lists
-	seq   int                         // numbers the images
+	dirs  map[uint64]*dirState
+	imgs  int   // numbers the images
+	ops   int64 // numbers the name operations
 }
 
 func newModel(imgDir string) *model {
-	return &model{imgDir: imgDir, files: map[uint64]*fileState{}, dirs: map[uint64]map[string]entry{}}
+	return &model{imgDir: imgDir, files: map[uint64]*fileState{}, dirs: map[uint64]*dirState{}}
 }
 
 // fileCreated starts tracking a new file: never synced, its durable image
@@ -62,8 +69,8 @@ func (m *model) fileCreated(ino uint64) error {
 }
 
 func (m *model) newImgLocked(ino uint64) string {
-	m.seq++
-	return filepath.Join(m.imgDir, strconv.FormatUint(ino, 10)+"-"+strconv.Itoa(m.seq))
+	m.imgs++
+	return filepath.Join(m.imgDir, strconv.FormatUint(ino, 10)+"-"+strconv.Itoa(m.imgs))
 }
 
 // file returns the state of ino, tracking it first if needed: a file that
@@ -95,6 +102,11 @@ func (m *model) file(ino uint64, open func() (*os.File, error)) (*fileState, err
 	fst := &fileState{img: img, minSize: -1}
 	m.files[ino] = fst
 	return fst, nil
+}
+
+// fileAt is file for the inode ino, whose live path is path.
+func (m *model) fileAt(ino uint64, path string) (*fileState, error) {
+	return m.file(ino, func() (*os.File, error) { return os.Open(path) })
 }
 
 // wrote records a write of [off, off+n) to the file.
@@ -142,21 +154,10 @@ func (fst *fileState) synced(src *os.File) error {
 			return err
 		}
 	}
-	slices.SortFunc(fst.dirty, func(a, b extent) int { return int(a.off - b.off) })
-	buf := make([]byte, 1<<20)
-	for _, e := range fst.dirty {
-		for off := e.off; off < min(e.end, size); {
-			n, err := src.ReadAt(buf[:min(int64(len(buf)), min(e.end, size)-off)], off)
-			if n > 0 {
-				if _, werr := img.WriteAt(buf[:n], off); werr != nil {
-					return werr
-				}
-				off += int64(n)
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
+	buf := make([]byte, copyBuf)
+	for _, e := range merged(fst.dirty) {
+		if e.off < size {
+			if err := copyRange(img, src, e.off, min(e.end, size), buf); err != nil {
 				return err
 			}
 		}
@@ -168,52 +169,60 @@ func (fst *fileState) synced(src *os.File) error {
 	return nil
 }
 
-// dirCreated starts tracking a new directory: its durable list is empty.
-func (m *model) dirCreated(ino uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.dirs[ino] = map[string]entry{}
+// syncFailed is a failed fsync of the file, with the semantics of Linux
+// since 4.13 (ext4, xfs): the pages dirty at that moment are marked clean
+// without being written, so they are lost at a power cut, while reads keep
+// returning them from the page cache until then, and a later fsync, which
+// succeeds, does not write them. (A page dirtied again would be written
+// whole by Linux, failed bytes included; the model keeps only the bytes
+// written after the failure, which a caller cannot tell apart.) A
+// truncation since the last fsync stays pending: it is journaled, and the
+// journal commits it regardless.
+func (fst *fileState) syncFailed() {
+	fst.mu.Lock()
+	defer fst.mu.Unlock()
+	fst.dirty = fst.dirty[:0]
 }
 
-// beforeNameChange is called before any name in the directory at path
-// (inode ino) is created, removed or renamed: if the directory was not
-// tracked yet, its current names were durable.
-func (m *model) beforeNameChange(ino uint64, path string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.dirs[ino]; ok {
-		return nil
+// copyBuf is the size of the buffer of copyRange.
+const copyBuf = 1 << 20
+
+// copyRange copies [from, to) of src into img at the same offsets. Bytes
+// beyond the end of src are zeros, as the page cache holds them.
+func copyRange(img, src *os.File, from, to int64, buf []byte) error {
+	for off := from; off < to; {
+		b := buf[:min(int64(len(buf)), to-off)]
+		n, err := src.ReadAt(b, off)
+		if err == io.EOF {
+			clear(b[n:])
+			n, err = len(b), nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := img.WriteAt(b[:n], off); err != nil {
+			return err
+		}
+		off += int64(n)
 	}
-	list, err := listDir(path)
-	if err != nil {
-		return err
-	}
-	m.dirs[ino] = list
 	return nil
 }
 
-// dirSynced makes the current names of the directory at path durable.
-func (m *model) dirSynced(ino uint64, path string) error {
-	list, err := listDir(path)
-	if err != nil {
-		return err
+// merged returns the extents sorted and with overlapping or adjacent ones
+// joined.
+func merged(dirty []extent) []extent {
+	out := slices.Clone(dirty)
+	slices.SortFunc(out, func(a, b extent) int { return cmp.Compare(a.off, b.off) })
+	k := 0
+	for _, e := range out {
+		if k > 0 && e.off <= out[k-1].end {
+			out[k-1].end = max(out[k-1].end, e.end)
+			continue
+		}
+		out[k] = e
+		k++
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.dirs[ino] = list
-	return nil
-}
-
-// durableDir returns the durable names of the directory ino, whose live
-// path (for an untracked one) is live.
-func (m *model) durableDir(ino uint64, live string) (map[string]entry, error) {
-	m.mu.Lock()
-	list, ok := m.dirs[ino]
-	m.mu.Unlock()
-	if ok {
-		return list, nil
-	}
-	return listDir(live)
+	return out[:k]
 }
 
 // tracked returns the state of file ino, or nil if the file is untracked
@@ -237,14 +246,21 @@ func listDir(path string) (map[string]entry, error) {
 	}
 	list := make(map[string]entry, len(names))
 	for _, name := range names {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(filepath.Join(path, name), &st); err != nil {
-			if err == syscall.ENOENT {
-				continue // removed while listing: a concurrent change
-			}
+		e, err := lentry(filepath.Join(path, name))
+		if err != nil {
 			return nil, err
 		}
-		list[name] = entry{ino: st.Ino, kind: st.Mode & syscall.S_IFMT}
+		list[name] = e
 	}
 	return list, nil
+}
+
+// lentry is the entry that names the file at path (not following a
+// symbolic link).
+func lentry(path string) (entry, error) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		return entry{}, err
+	}
+	return entry{ino: st.Ino, kind: st.Mode & syscall.S_IFMT}, nil
 }

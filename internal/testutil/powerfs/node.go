@@ -2,8 +2,6 @@ package powerfs
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -26,6 +24,7 @@ type generation struct {
 	live, keep string
 	rootIno    uint64
 	m          *model
+	faults     *syncFaults // the FS's, which outlive the generation
 	seq        atomic.Int64
 }
 
@@ -53,10 +52,30 @@ func (n *node) ino() uint64 {
 
 func childIno(ch *fs.Inode) uint64 { return ch.StableAttr().Ino }
 
-// touch is called before a name in n changes.
-func (n *node) touch() syscall.Errno {
-	return errno(n.g.m.beforeNameChange(n.ino(), n.backing()))
+// names runs op, a name operation in the directories dirs, under the
+// model's name lock: the directories are tracked first, and the edits op
+// returns (what it did, even if it then failed) are logged as one
+// operation.
+func (g *generation) names(op func() ([]edit, syscall.Errno), dirs ...*node) syscall.Errno {
+	g.m.names.Lock()
+	defer g.m.names.Unlock()
+	for _, d := range dirs {
+		if err := g.m.track(d.ino(), d.backing()); err != nil {
+			return errno(err)
+		}
+	}
+	edits, e := op()
+	g.m.logged(edits)
+	return e
 }
+
+// named is the edit by which name in n names the inode ch.
+func (n *node) named(name string, ch *fs.Inode) edit {
+	return edit{dir: n.ino(), name: name, to: entry{ino: childIno(ch), kind: ch.StableAttr().Mode & syscall.S_IFMT}}
+}
+
+// removed is the edit by which name in n names nothing.
+func (n *node) removed(name string) edit { return edit{dir: n.ino(), name: name} }
 
 func errno(err error) syscall.Errno {
 	if err == nil {
@@ -81,108 +100,129 @@ var (
 )
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	if e := n.touch(); e != 0 {
-		return nil, nil, 0, e
-	}
-	p := filepath.Join(n.backing(), name)
-	var st syscall.Stat_t
-	existed := syscall.Lstat(p, &st) == nil
-	if existed && flags&syscall.O_TRUNC != 0 {
-		f, err := n.g.m.file(st.Ino, func() (*os.File, error) { return os.Open(p) })
-		if err != nil {
-			return nil, nil, 0, errno(err)
+	var (
+		ch *fs.Inode
+		fh fs.FileHandle
+		fl uint32
+	)
+	e := n.g.names(func() ([]edit, syscall.Errno) {
+		p := filepath.Join(n.backing(), name)
+		var st syscall.Stat_t
+		existed := syscall.Lstat(p, &st) == nil
+		var truncated *fileState
+		if existed && flags&syscall.O_TRUNC != 0 {
+			var err error
+			if truncated, err = n.g.m.fileAt(st.Ino, p); err != nil {
+				return nil, errno(err)
+			}
 		}
-		f.truncated(0)
-	}
-	ch, fh, fl, e := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+		var e syscall.Errno
+		if ch, fh, fl, e = n.LoopbackNode.Create(ctx, name, flags, mode, out); e != 0 {
+			return nil, e
+		}
+		if existed {
+			if truncated != nil {
+				truncated.truncated(0)
+			}
+			return nil, 0
+		}
+		return []edit{n.named(name, ch)}, errno(n.g.m.fileCreated(childIno(ch)))
+	}, n)
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	if !existed {
-		if err := n.g.m.fileCreated(childIno(ch)); err != nil {
-			return nil, nil, 0, errno(err)
-		}
-	}
-	return ch, n.g.wrap(fh, childIno(ch)), fl, 0
+	return ch, n.g.wrap(fh, ch), fl, 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	var truncated *fileState
 	if flags&syscall.O_TRUNC != 0 {
-		p := n.backing()
-		f, err := n.g.m.file(n.ino(), func() (*os.File, error) { return os.Open(p) })
-		if err != nil {
+		var err error
+		if truncated, err = n.g.m.fileAt(n.ino(), n.backing()); err != nil {
 			return nil, 0, errno(err)
 		}
-		f.truncated(0)
 	}
 	fh, fl, e := n.LoopbackNode.Open(ctx, flags)
 	if e != 0 {
 		return nil, 0, e
 	}
-	return n.g.wrap(fh, n.ino()), fl, 0
+	if truncated != nil {
+		truncated.truncated(0)
+	}
+	return n.g.wrap(fh, n.EmbeddedInode()), fl, 0
+}
+
+// adds runs create, which makes name in n, as a name operation. create
+// returns the new inode even if it then failed.
+func (n *node) adds(name string, create func() (*fs.Inode, syscall.Errno)) (*fs.Inode, syscall.Errno) {
+	var ch *fs.Inode
+	e := n.g.names(func() ([]edit, syscall.Errno) {
+		var e syscall.Errno
+		if ch, e = create(); ch == nil {
+			return nil, e
+		}
+		return []edit{n.named(name, ch)}, e
+	}, n)
+	return ch, e
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if e := n.touch(); e != 0 {
-		return nil, e
-	}
-	ch, e := n.LoopbackNode.Mkdir(ctx, name, mode, out)
-	if e == 0 {
-		n.g.m.dirCreated(childIno(ch))
-	}
-	return ch, e
+	return n.adds(name, func() (*fs.Inode, syscall.Errno) {
+		ch, e := n.LoopbackNode.Mkdir(ctx, name, mode, out)
+		if e == 0 {
+			n.g.m.dirCreated(childIno(ch))
+		}
+		return ch, e
+	})
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if e := n.touch(); e != 0 {
-		return nil, e
-	}
-	ch, e := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
-	if e == 0 && mode&syscall.S_IFMT == syscall.S_IFREG {
-		e = errno(n.g.m.fileCreated(childIno(ch)))
-	}
-	return ch, e
+	return n.adds(name, func() (*fs.Inode, syscall.Errno) {
+		ch, e := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+		if e == 0 && mode&syscall.S_IFMT == syscall.S_IFREG {
+			e = errno(n.g.m.fileCreated(childIno(ch)))
+		}
+		return ch, e
+	})
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if e := n.touch(); e != 0 {
-		return nil, e
-	}
-	return n.LoopbackNode.Symlink(ctx, target, name, out)
+	return n.adds(name, func() (*fs.Inode, syscall.Errno) { return n.LoopbackNode.Symlink(ctx, target, name, out) })
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if e := n.touch(); e != 0 {
-		return nil, e
-	}
-	return n.LoopbackNode.Link(ctx, target, name, out)
+	return n.adds(name, func() (*fs.Inode, syscall.Errno) { return n.LoopbackNode.Link(ctx, target, name, out) })
 }
 
 // Unlink moves the name into the keep directory instead of removing it, so
 // the inode (which the durable state may still name) is never freed and
 // its number never reused while this generation lives.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	if e := n.touch(); e != 0 {
-		return e
-	}
-	p := filepath.Join(n.backing(), name)
-	var st syscall.Stat_t
-	if err := syscall.Lstat(p, &st); err != nil {
-		return errno(err)
-	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return syscall.EISDIR
-	}
-	return errno(syscall.Rename(p, n.g.keepName(st.Ino)))
+	return n.g.names(func() ([]edit, syscall.Errno) {
+		p := filepath.Join(n.backing(), name)
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return nil, errno(err)
+		}
+		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			return nil, syscall.EISDIR
+		}
+		if err := syscall.Rename(p, n.g.keepName(st.Ino)); err != nil {
+			return nil, errno(err)
+		}
+		return []edit{n.removed(name)}, 0
+	}, n)
 }
 
 // Rmdir moves the (empty) directory into the keep directory, for the same
 // reason as Unlink.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	if e := n.touch(); e != 0 {
-		return e
-	}
-	return n.g.keepDir(filepath.Join(n.backing(), name))
+	return n.g.names(func() ([]edit, syscall.Errno) {
+		if e := n.g.keepDir(filepath.Join(n.backing(), name)); e != 0 {
+			return nil, e
+		}
+		return []edit{n.removed(name)}, 0
+	}, n)
 }
 
 func (g *generation) keepDir(p string) syscall.Errno {
@@ -214,28 +254,47 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok {
 		return syscall.EXDEV
 	}
-	if e := n.touch(); e != 0 {
-		return e
-	}
-	if e := np.touch(); e != 0 {
-		return e
-	}
-	if flags&(renameNoreplace|renameExchange) == 0 {
+	return n.g.names(func() ([]edit, syscall.Errno) {
+		src, err := lentry(filepath.Join(n.backing(), name))
+		if err != nil {
+			return nil, errno(err)
+		}
 		target := filepath.Join(np.backing(), newName)
-		var st syscall.Stat_t
-		if err := syscall.Lstat(target, &st); err == nil {
-			var e syscall.Errno
-			if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-				e = n.g.keepDir(target)
-			} else {
-				e = errno(syscall.Link(target, n.g.keepName(st.Ino)))
+		moved := edit{dir: np.ino(), name: newName, to: src}
+		if flags&renameExchange != 0 {
+			dst, err := lentry(target)
+			if err != nil {
+				return nil, errno(err)
 			}
-			if e != 0 {
-				return e
+			if e := n.LoopbackNode.Rename(ctx, name, &np.LoopbackNode, newName, flags); e != 0 {
+				return nil, e
+			}
+			return []edit{{dir: n.ino(), name: name, to: dst}, moved}, 0
+		}
+		if flags&renameNoreplace == 0 {
+			if e := n.g.keepTarget(target); e != 0 {
+				return nil, e
 			}
 		}
+		if e := n.LoopbackNode.Rename(ctx, name, &np.LoopbackNode, newName, flags); e != 0 {
+			return nil, e
+		}
+		return []edit{n.removed(name), moved}, 0
+	}, n, np)
+}
+
+// keepTarget keeps alive the inode a rename is about to replace at p, if
+// any: an empty directory is moved into the keep directory, anything else
+// linked there.
+func (g *generation) keepTarget(p string) syscall.Errno {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		return 0 // nothing to replace, or the rename fails the same way
 	}
-	return n.LoopbackNode.Rename(ctx, name, &np.LoopbackNode, newName, flags)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return g.keepDir(p)
+	}
+	return errno(syscall.Link(p, g.keepName(st.Ino)))
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
@@ -246,10 +305,8 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	size, resize := in.GetSize()
 	var fst *fileState
 	if resize {
-		p := n.backing()
 		var err error
-		fst, err = n.g.m.file(n.ino(), func() (*os.File, error) { return os.Open(p) })
-		if err != nil {
+		if fst, err = n.g.m.fileAt(n.ino(), n.backing()); err != nil {
 			return errno(err)
 		}
 	}
@@ -274,116 +331,4 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 // the bookkeeping of names. Callers fall back to named files.
 func (n *node) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	return nil, nil, 0, syscall.EOPNOTSUPP
-}
-
-// dir is an open directory; its fsync makes the directory's names durable.
-type dir struct {
-	h fs.FileHandle
-	n *node
-}
-
-func (d *dir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	return d.h.(fs.FileReaddirenter).Readdirent(ctx)
-}
-
-func (d *dir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	return d.h.(fs.FileSeekdirer).Seekdir(ctx, off)
-}
-
-func (d *dir) Releasedir(ctx context.Context, flags uint32) {
-	d.h.(fs.FileReleasedirer).Releasedir(ctx, flags)
-}
-
-func (d *dir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
-	return errno(d.n.g.m.dirSynced(d.n.ino(), d.n.backing()))
-}
-
-// file is an open regular file. It forwards to the loopback file and does
-// not offer a passthrough descriptor: every write must reach the model.
-type file struct {
-	lf  *fs.LoopbackFile
-	ino uint64
-	g   *generation
-}
-
-func (g *generation) wrap(fh fs.FileHandle, ino uint64) fs.FileHandle {
-	lf, ok := fh.(*fs.LoopbackFile)
-	if !ok {
-		panic(fmt.Sprintf("powerfs: loopback file handle of type %T", fh))
-	}
-	return &file{lf: lf, ino: ino, g: g}
-}
-
-// reopen opens the live file read-only through its descriptor (it may have
-// no name any more, or be open write-only).
-func (f *file) reopen() (*os.File, error) {
-	fd, ok := f.lf.PassthroughFd()
-	if !ok {
-		return nil, syscall.EBADF
-	}
-	return os.Open("/proc/self/fd/" + strconv.Itoa(fd))
-}
-
-func (f *file) state() (*fileState, syscall.Errno) {
-	fst, err := f.g.m.file(f.ino, f.reopen)
-	return fst, errno(err)
-}
-
-func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return f.lf.Read(ctx, buf, off)
-}
-
-func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	fst, e := f.state()
-	if e != 0 {
-		return 0, e
-	}
-	n, e := f.lf.Write(ctx, data, off)
-	fst.wrote(off, int64(n))
-	return n, e
-}
-
-func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	fst, e := f.state()
-	if e != 0 {
-		return e
-	}
-	e = f.lf.Allocate(ctx, off, size, mode)
-	if e == 0 {
-		fst.wrote(int64(off), int64(size))
-	}
-	return e
-}
-
-// Fsync (and fdatasync) makes the file's content durable; it does not sync
-// the backing file: the simulated disk is the model.
-func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	fst, e := f.state()
-	if e != 0 {
-		return e
-	}
-	src, err := f.reopen()
-	if err != nil {
-		return errno(err)
-	}
-	defer src.Close()
-	return errno(fst.synced(src))
-}
-
-func (f *file) Release(ctx context.Context) syscall.Errno { return f.lf.Release(ctx) }
-func (f *file) Flush(ctx context.Context) syscall.Errno   { return f.lf.Flush(ctx) }
-func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	return f.lf.Getattr(ctx, out)
-}
-func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
-	return f.lf.Lseek(ctx, off, whence)
-}
-func (f *file) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
-	return f.lf.Getlk(ctx, owner, lk, flags, out)
-}
-func (f *file) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	return f.lf.Setlk(ctx, owner, lk, flags)
-}
-func (f *file) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	return f.lf.Setlkw(ctx, owner, lk, flags)
 }

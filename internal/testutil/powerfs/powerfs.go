@@ -1,22 +1,52 @@
 // Package powerfs is a test file system that forgets what was never made
 // durable, in the spirit of Jepsen's LazyFS: a FUSE loopback mount over a
-// backing directory that keeps track of every write, truncate, create,
-// mkdir, rename, link and unlink, and on a simulated power cut keeps only
-// what a POSIX file system promises to keep:
+// backing directory that keeps track of every write, truncate and name
+// operation (create, mkdir, mknod, symlink, link, unlink, rmdir, rename),
+// and on a simulated power cut keeps only what a POSIX file system
+// promises to keep:
 //
-//   - a file's content is what it held at its last fsync or fdatasync
-//     (empty if it was never synced);
-//   - a name (create, mkdir, link, rename, unlink) is durable once its
-//     parent directory is fsynced; until then the directory's names are
-//     those of its previous fsync;
+//   - a file's content is what it held at its last successful fsync or
+//     fdatasync (empty if it was never synced);
+//   - a name is durable once its parent directory is fsynced; until then
+//     the directory's names are those of its previous fsync;
 //   - the root of the mount is durable.
+//
+// A torn cut (CutOptions.Tear) also keeps what ext4 (data=ordered) and xfs
+// may have written of the rest when the power went:
+//
+//   - names: a random in-order prefix of the name operations not yet
+//     durable, across directories (a journal commits metadata in order,
+//     never a later name change without every earlier one), whatever
+//     became of the files' data: a rename may survive without the renamed
+//     file's unsynced content;
+//   - data: each page written since the last fsync is written back whole,
+//     not at all, or torn, keeping some of its 512-byte sectors;
+//   - size: the durable or the live size, any sector boundary between,
+//     or, one cut in eight, any byte between (a file ending inside a
+//     record); bytes below the size whose data did not survive read as
+//     zeros;
+//   - truncation: a truncation since the last fsync committed (the bytes
+//     it cut read as zeros, the size lies between the smallest size it
+//     was truncated to and the live size) or not (the durable size and
+//     bytes survive, but for the page holding its point, overwritten in
+//     place); see fileState.tear.
+//
+// FailSync makes fsync and fdatasync fail with EIO as Linux does: the
+// data dirty at a failing file fsync is marked clean without reaching the
+// disk, so it is lost at a cut while reads return it until then, and a
+// later fsync succeeds without it.
 //
 // Reads and writes pass through to the backing directory (the live tree).
 // Per inode the model keeps a durable image, updated at fsync from only the
-// extents written since the previous fsync, and per directory the entry
-// list of its last fsync. PowerCut unmounts (the caller kills the processes
-// using the mount first), builds the surviving tree from the durable state
-// into a new backing directory and mounts it at the same place.
+// extents written since the previous fsync; per directory the names of its
+// last fsync and the numbered name operations since. PowerCut unmounts
+// (the caller kills the processes using the mount first), builds the
+// surviving tree from the durable state into a new backing directory and
+// mounts it at the same place.
+//
+// The model is stricter than ext4 in ways POSIX allows: a file fsync makes
+// no name durable, and a directory fsync makes durable only that
+// directory's names, not every earlier name operation.
 //
 // The mount needs /dev/fuse and root (it mounts directly, without
 // fusermount).
@@ -47,6 +77,7 @@ type FS struct {
 	gen        int
 	g          *generation
 	server     *fuse.Server
+	faults     syncFaults
 }
 
 // Mount mounts an empty power-loss file system at mountpoint (an existing
@@ -79,7 +110,7 @@ func (f *FS) genDir(n int) string { return filepath.Join(f.state, strconv.Itoa(n
 // newGeneration creates the directories of generation f.gen.
 func (f *FS) newGeneration() error {
 	d := f.genDir(f.gen)
-	g := &generation{live: filepath.Join(d, "live"), keep: filepath.Join(d, "keep")}
+	g := &generation{live: filepath.Join(d, "live"), keep: filepath.Join(d, "keep"), faults: &f.faults}
 	img := filepath.Join(d, "img")
 	for _, p := range []string{g.live, g.keep, img} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
@@ -134,10 +165,10 @@ func (f *FS) Unmount() error {
 
 // CutOptions vary a power cut.
 type CutOptions struct {
-	// Tear, when set, lets a random part of what was written since each
-	// file's last fsync survive, page by page, and the file's new size
-	// independently: what a real disk may keep. Without it every unsynced
-	// write is lost whole.
+	// Tear, when set, lets a random part of what was not made durable
+	// survive (see the package doc): a prefix of the name operations,
+	// pages and sectors of each file's writes, its size, its truncation.
+	// Without it every unsynced change is lost whole.
 	Tear *rand.Rand
 }
 

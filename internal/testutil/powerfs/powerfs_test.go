@@ -41,6 +41,14 @@ func cut(t *testing.T, f *FS) *Loss {
 	return l
 }
 
+// tornCut cuts the power with tearing drawn from seed.
+func tornCut(t *testing.T, f *FS, seed uint64) {
+	t.Helper()
+	if _, err := f.PowerCut(CutOptions{Tear: rand.New(rand.NewPCG(seed, 1))}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func write(t *testing.T, path, data string, sync bool) {
 	t.Helper()
 	fl, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -292,56 +300,4 @@ func TestFdatasyncMakesAppendsDurable(t *testing.T) {
 	fl.Close()
 	cut(t, f)
 	want(t, p, "abc")
-}
-
-func TestTornCutKeepsWholePagesOfUnsyncedWrites(t *testing.T) {
-	f := mount(t)
-	p := filepath.Join(f.Dir(), "log")
-	old := strings.Repeat("a", 2*pageSize)
-	write(t, p, old, true)
-	syncDir(t, f.Dir())
-	outcomes := map[string]bool{}
-	for seed := uint64(0); seed < 16; seed++ {
-		// Two more pages and a half, never synced, over the synced ones'
-		// end: after a torn cut each page is old or new, and the size is
-		// the old or the new one.
-		write(t, p, strings.Repeat("b", 2*pageSize+pageSize/2), false)
-		if _, err := f.PowerCut(CutOptions{Tear: rand.New(rand.NewPCG(seed, 1))}); err != nil {
-			t.Fatal(err)
-		}
-		got := content(t, p)
-		if len(got) != 2*pageSize && len(got) != 4*pageSize+pageSize/2 {
-			t.Fatalf("seed %d: size %d, want the synced or the written one", seed, len(got))
-		}
-		var shape strings.Builder
-		for off := 0; off < len(got); off += pageSize {
-			page := got[off:min(off+pageSize, len(got))]
-			switch {
-			case off < 2*pageSize && page == old[off:off+pageSize]:
-				shape.WriteByte('a')
-			case off >= 2*pageSize && page == strings.Repeat("b", len(page)):
-				shape.WriteByte('b')
-			case off >= 2*pageSize && page == strings.Repeat("\x00", len(page)):
-				shape.WriteByte('0')
-			default:
-				t.Fatalf("seed %d: page at %d is neither what was synced nor what was written: %q…", seed, off, page[:8])
-			}
-		}
-		outcomes[shape.String()] = true
-		// Back to the synced content for the next round.
-		if err := os.Truncate(p, 2*pageSize); err != nil {
-			t.Fatal(err)
-		}
-		fl, err := os.OpenFile(p, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fl.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		fl.Close()
-	}
-	if !outcomes["aa"] || len(outcomes) < 3 {
-		t.Errorf("16 torn cuts gave %d outcomes %v: tearing keeps nothing, all or always the same", len(outcomes), outcomes)
-	}
 }
