@@ -147,3 +147,74 @@ func writeAt(t *testing.T, path string, b []byte, off int64) {
 }
 
 func prefixLen(t *testing.T) int64 { return int64(len(mustSchemaBytes(t))) }
+
+// TestLaterNamedGenerationProvesEarlierStream: generation A (positions
+// 1..3, appended in one batch: no synced record) and B (position 4) were
+// renamed after one sync covered them both, so A's whole stream was
+// durable when B got its name; A's seal record was still pending and is
+// lost. Damage to A's last entry must then be reported — not cut as a torn
+// tail together with B, whose acknowledged position would be issued again.
+func TestLaterNamedGenerationProvesEarlierStream(t *testing.T) {
+	dir := t.TempDir()
+	size := entryBytes(t)
+	opts := Options{MaxGenerationBytes: prefixLen(t) + 3*size}
+	e := openTest(t, dir, opts)
+	mustCreate(t, e, "t", 1)
+	var recs []arrow.RecordBatch
+	for i := int64(1); i <= 4; i++ {
+		recs = append(recs, makeRecord(100*i, 3))
+	}
+	if pos, err := e.AppendBatch(context.Background(), "t", 0, recs); err != nil || pos[3] != 4 {
+		t.Fatalf("fixture: %v %v", pos, err)
+	}
+	for _, r := range recs {
+		r.Release()
+	}
+	e.Close()
+	shardDir := filepath.Join(dir, "tables", "t", shardDirName(0))
+	a := filepath.Join(shardDir, genName(1))
+	if err := os.Truncate(a+".idx", fileSize(t, a+".idx")-recSize); err != nil { // the pending seal record
+		t.Fatal(err)
+	}
+	flip32(t, a+".arrows", prefixLen(t)+2*size+size/2) // position 3
+	e = openTest(t, dir, opts)
+	mustDamage(t, e, "t", 0, a+".arrows", 3)
+	if _, err := os.Stat(filepath.Join(shardDir, genName(4)+".arrows")); err != nil {
+		t.Fatalf("the later generation (acknowledged position 4) was removed: %v", err)
+	}
+}
+
+// TestForeignWAL3HeaderIsDamage: a named generation's index header reads
+// as another WAL3 generation's (a lost write). A WAL3 file gets its
+// generation's name only with its own header durable, so this is damage to
+// report, not a trimmed generation's files never taken over.
+func TestForeignWAL3HeaderIsDamage(t *testing.T) {
+	dir := t.TempDir()
+	e := openTest(t, dir, Options{})
+	mustCreate(t, e, "t", 1)
+	mustAppend(t, e, "t", 0, 100, 3)
+	e.Close()
+	idx := filepath.Join(dir, "tables", "t", shardDirName(0), genName(1)+".idx")
+	b, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := unmarshalRec(b)
+	writeAt(t, idx, idxRec{kind: kindHeader3, crc: own.crc, a: 77, b: own.b, salt: own.salt}.marshal(), 0)
+	e = openTest(t, dir, Options{})
+	mustDamage(t, e, "t", 0, idx, 1)
+	if _, err := os.Stat(idx); err != nil {
+		t.Fatalf("the damaged generation was removed: %v", err)
+	}
+}
+
+// entryBytes is the encoded size of makeRecord(_, 3).
+func entryBytes(t *testing.T) int64 {
+	t.Helper()
+	e := openTest(t, t.TempDir(), Options{})
+	mustCreate(t, e, "t", 1)
+	mustAppend(t, e, "t", 0, 1, 3)
+	gens, _ := e.Generations(context.Background(), "t", 0)
+	e.Close()
+	return gens[0].Bytes
+}

@@ -13,6 +13,7 @@
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.arrows  entries as an Arrow IPC stream
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.idx     index: header, one record per entry, seal record
 //	<dir>/tables/<name>/shard-NNNN/new-<first>.*       a generation no sync has covered an entry of yet
+//	<dir>/tables/<name>/shard-NNNN/sync-failed         a sync failed while recovering the shard (syncfailure.go)
 //	<dir>/tables/<name>/shard-NNNN/recycled-<first>.*  a trimmed generation's files, kept for reuse (recycle_gen.go)
 //	<dir>/quarantine/<name>/shard-NNNN/gen-<first>-<time>/  a quarantined generation's files and AUDIT.json
 //
@@ -73,7 +74,9 @@
 // A failed fsync in a live process leaves pages clean but never written
 // (Linux), which a later open could read and sync "successfully": the
 // process cuts the entries that sync covered out of its files at once
-// (syncFailed), so recovery never sees them.
+// (syncFailed), so recovery never sees them. A sync that fails during
+// recovery is recorded in the shard directory, and the shard is refused by
+// every later open in the same boot (syncfailure.go).
 //
 // Generations under temporary names were never covered by a sync: none of
 // their positions was acknowledged, and they are removed (a rename a crash

@@ -142,6 +142,10 @@ type gen struct {
 	openedAt time.Time
 	marked   uint64 // highest position a synced record vouches for
 	name     nameState
+	// durable is how many bytes of the data file a completed sync
+	// covered (the whole file for one found at open): what syncFailed
+	// keeps.
+	durable  int64
 	data     *os.File // open generation only
 	idx      *os.File
 	dataPath string

@@ -160,27 +160,28 @@ func loadGen(dir string, first uint64, schemaBytes []byte, last, verify bool, la
 // provablyEmpty tells whether the last generation, whose header or schema
 // prefix is invalid or whose data file is missing, provably holds no entry
 // (DESIGN.md §3 rule 22): a WAL3 generation never does (it was named once
-// its first entry was durable); an index whose header is another
-// generation's was taken over from a trimmed generation and never written
-// (WAL2); otherwise no index record may vouch for a position or validate
-// against the data, and the data may hold nothing past the schema prefix.
+// its first entry was durable); otherwise no index record of its own may
+// vouch for a position or validate against the data, and the data may hold
+// nothing past the schema prefix — unless the index is another (WAL1 or
+// WAL2) generation's, taken over from a trimmed generation whose header
+// was never rewritten, whose data is that generation's.
 // Anything else is damage to report. An acknowledged entry's index record
 // and data were durable together, so nothing less proves an entry; a crash
 // leaves WAL3 generations under temporary names, which recovery removes
 // before this is asked.
 func provablyEmpty(first uint64, gf genParts, prefixLen int) bool {
-	hdr, own := unmarshalRec(gf.raw)
-	own = own && isHeader(hdr.kind)
-	switch {
-	case own && hdr.a != first:
-		return true
-	case own && hdr.kind == kindHeader3:
+	hdr, ok := unmarshalRec(gf.raw)
+	ok = ok && isHeader(hdr.kind)
+	own, foreign := ok && hdr.a == first, ok && hdr.a != first
+	if ok && hdr.kind == kindHeader3 {
+		// A WAL3 file gets its generation's name only once its own
+		// header is durable: another generation's is damage.
 		return false
 	}
 	for i := recSize; i+recSize <= len(gf.raw); i += recSize {
 		r, ok := unmarshalRec(gf.raw[i:])
-		if !ok || own && r.salt != hdr.salt {
-			continue
+		if !ok || own && r.salt != hdr.salt || foreign && r.salt == hdr.salt {
+			continue // not this generation's
 		}
 		switch r.kind {
 		case kindSynced, kindSeal:
@@ -194,7 +195,10 @@ func provablyEmpty(first uint64, gf genParts, prefixLen int) bool {
 			}
 		}
 	}
-	return gf.data == nil || gf.dataSize <= int64(prefixLen)
+	// Another generation's index (a trimmed generation's files taken over
+	// at WAL2, the new header never written): its data is that
+	// generation's.
+	return foreign || gf.data == nil || gf.dataSize <= int64(prefixLen)
 }
 
 // indexWalk is what walkIndex found: where the entries end in the data

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -306,4 +307,98 @@ func TestFailedEpochDirSyncIsNotBelieved(t *testing.T) {
 	if ep, err := e.Epoch(ctx, "t"); err != nil || ep != answered {
 		t.Fatalf("epoch after the power cut: %d, %v; %d was answered before it", ep, err, answered)
 	}
+}
+
+// TestFailedSyncDuringRecoveryThenReopenThenPowerCut: a process is killed
+// before its fdatasync (or during the sync covering a rotation); the next
+// open's own sync of what it found fails (Linux: those pages are now clean,
+// never written) — of the open generation's files, or of the closed
+// generation's data before its seal is completed. An open after that in
+// the same boot would sync "successfully" and serve them, or make a seal
+// record durable over a stream that is not; it must refuse the shard
+// instead, naming the record of the failure. After a reboot the record
+// goes and the shard is recovered from what the disk holds.
+func TestFailedSyncDuringRecoveryThenReopenThenPowerCut(t *testing.T) {
+	for _, tc := range []struct {
+		scenario string
+		fail     func(rel string) bool
+		opts     Options
+	}{
+		{"kill-before-sync", func(rel string) bool { return strings.Contains(rel, "shard-0000/gen-") }, Options{}},
+		{"rotation", func(rel string) bool { return strings.HasSuffix(rel, ".arrows") }, Options{MaxGenerationBytes: 1}},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			f := powerMount(t)
+			dir := filepath.Join(f.Dir(), "wal")
+			w := runKilledChild(t, tc.scenario, dir)
+			f.FailSync(tc.fail, -1)
+			e := openTest(t, dir, tc.opts)
+			if d := e.Damage(); len(d) != 1 || !strings.Contains(d[0].Detail, "fsync") {
+				t.Fatalf("open whose sync fails: damage %v, want the shard refused", d)
+			}
+			e.Close()
+			f.FailSync(nil, 0)
+			e = openTest(t, dir, tc.opts)
+			record := filepath.Join(dir, "tables", "t", shardDirName(0), syncFailedFile)
+			if d := e.Damage(); len(d) != 1 || d[0].File != record {
+				t.Fatalf("open in the same boot after a failed recovery sync: damage %v, want the shard refused naming %s", d, record)
+			}
+			rec := makeRecord(900, 1)
+			defer rec.Release()
+			if _, err := e.Append(context.Background(), "t", 0, rec); !errors.Is(err, ErrCorruptEntry) {
+				t.Fatalf("append to the refused shard: %v", err)
+			}
+			e.Close()
+			cutPower(t, f)
+			defer func(old func() string) { bootID = old }(bootID)
+			bootID = func() string { return "another boot" }
+			e = openTest(t, dir, tc.opts)
+			delete(w, 5) // never acknowledged nor served: it may be gone
+			w.check(t, e, "after the power cut and a reboot")
+			if p := w.appendAt(t, e, 600); p != 5 {
+				t.Fatalf("append after the reboot got position %d, want 5", p)
+			}
+		})
+	}
+}
+
+// TestFailedRenameSyncKeepsDurableStream: one sync covers generation A
+// (positions 1..3, its end-of-stream marker written) and the first entry
+// of B; B is renamed, positions 1..3 are acknowledged, and the directory
+// sync that would make B's name durable fails. The failed sync must not cut
+// what the completed one made durable (A's end-of-stream marker): B's name,
+// in the page cache, proves A's stream whole to the reopened WAL in the
+// same boot, and a cut stream would then be reported as damage.
+func TestFailedRenameSyncKeepsDurableStream(t *testing.T) {
+	f := powerMount(t)
+	dir := filepath.Join(f.Dir(), "wal")
+	size := entryBytes(t)
+	opts := Options{MaxGenerationBytes: prefixLen(t) + 3*size}
+	e := openTest(t, dir, opts)
+	mustCreate(t, e, "t", 1)
+	f.FailSync(func(rel string) bool { return rel == "wal/tables/t/shard-0000" }, 1)
+	var recs []arrow.RecordBatch
+	for i := int64(1); i <= 4; i++ {
+		recs = append(recs, makeRecord(100*i, 3))
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	if _, err := e.AppendBatch(context.Background(), "t", 0, recs); !errors.Is(err, durable.ErrSyncFailed) {
+		t.Fatalf("batch whose rename sync fails: %v", err)
+	}
+	if f.SyncFailures() != 1 {
+		t.Fatalf("the planned directory sync failure fired %d times", f.SyncFailures())
+	}
+	e.Close()
+	e = openTest(t, dir, opts)
+	w := witness{}
+	w.saw(t, e)
+	w.check(t, e, "reopened in the same boot")
+	e.Close()
+	cutPower(t, f)
+	e = openTest(t, dir, opts)
+	w.check(t, e, "after the power cut")
 }

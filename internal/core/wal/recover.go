@@ -29,6 +29,7 @@ func (e *Engine) loadShard(t *table, id int) *shard {
 		err = s.syncRecovered()
 	}
 	if err != nil {
+		err = s.wrapSyncFailure(err)
 		for _, g := range s.gens {
 			g.closeFiles()
 		}
@@ -54,6 +55,7 @@ func (s *shard) syncRecovered() error {
 		if err := syncAll([]*os.File{g.data, g.idx}, s.dir); err != nil {
 			return err
 		}
+		g.durable = g.size
 		return nil
 	}
 	return durable.SyncDir(s.dir)
@@ -65,6 +67,9 @@ func (e *Engine) recoverShard(s *shard) error {
 		return err
 	}
 	s.next = s.trimmed + 1
+	if err := s.checkSyncFailure(); err != nil {
+		return err
+	}
 	quarantined, err := e.readQuarantine(s.t.name, s.id)
 	if err != nil {
 		return err
@@ -218,13 +223,16 @@ func findHole(hs []hole, pos uint64) *hole {
 // ackEvidence returns, for each i, the highest position the generations
 // after order[i] prove acknowledged: their synced records, and the first
 // position of a sealed one (its seal record follows a sync that covered
-// every earlier generation). The last element is 0.
+// every earlier generation) or of a WAL3 one (it is named only after a
+// sync covered its first entry, and with it every earlier generation's
+// stream). The last element is 0.
 func ackEvidence(dir string, order []uint64) []uint64 {
 	out := make([]uint64, len(order)+1)
 	for i := len(order) - 1; i >= 0; i-- {
 		b, _ := os.ReadFile(filepath.Join(dir, genName(order[i])+".idx"))
-		synced, sealed := idxEvidence(liveIndex(b))
-		if sealed {
+		live := liveIndex(b)
+		synced, sealed := idxEvidence(live)
+		if hdr, ok := unmarshalRec(live); sealed || ok && hdr.kind == kindHeader3 && hdr.a == order[i] {
 			synced = max(synced, order[i])
 		}
 		out[i] = max(out[i+1], synced)
@@ -255,7 +263,7 @@ func (e *Engine) listGens(dir string) ([]uint64, map[string]int, error) {
 			changed = true
 			continue
 		}
-		if n == trimmedFileName {
+		if n == trimmedFileName || n == syncFailedFile {
 			continue
 		}
 		if base, ok := parseRecycledName(n); ok {

@@ -322,14 +322,19 @@ func TestDamagedAcknowledgedEntryInOpenGeneration(t *testing.T) {
 
 // TestUnfinishedRotationWithLaterEntries recreates a crash during the sync
 // that covers a rotation: the closed generation lacks its seal record and
-// part of its end-of-stream marker, and the next generation holds entries.
-// With one entry there (never acknowledged: its synced record vouches only
-// for the closed generation) recovery cuts back and removes it. With two,
-// a synced record vouches for the later generation's first entry, so the
-// covering sync had completed: the damage is reported, nothing removed.
+// part of its end-of-stream marker, and the next generation holds an entry.
+// Under temporary names (no sync covered it, as such a crash leaves it)
+// none of it was acknowledged: recovery cuts back and removes it. Under its
+// own name, or with a synced record vouching for its first entry, the
+// covering sync had completed: the closed generation's torn end is damage,
+// reported, and nothing is removed.
 func TestUnfinishedRotationWithLaterEntries(t *testing.T) {
-	for _, later := range []int{1, 2} {
-		t.Run(fmt.Sprintf("later=%d", later), func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		later int
+		temp  bool
+	}{{"later generation never synced", 1, true}, {"later generation named", 1, false}, {"synced record in the later generation", 2, false}} {
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			e := openTest(t, dir, Options{})
 			mustCreate(t, e, "t", 1)
@@ -339,29 +344,33 @@ func TestUnfinishedRotationWithLaterEntries(t *testing.T) {
 			if _, err := e.Seal(context.Background(), "t", 0); err != nil {
 				t.Fatal(err)
 			}
-			for i := 0; i < later; i++ {
+			for i := 0; i < tc.later; i++ {
 				mustAppend(t, e, "t", 0, int64(4+i), 2)
 			}
 			e.Close()
-			base := filepath.Join(dir, "tables", "t", shardDirName(0), genName(1))
+			shardDir := filepath.Join(dir, "tables", "t", shardDirName(0))
+			base := filepath.Join(shardDir, genName(1))
 			os.Truncate(base+".idx", fileSize(t, base+".idx")-recSize)
 			os.Truncate(base+".arrows", fileSize(t, base+".arrows")-3)
-			e2, err := Open(dir, Options{MaxGenerationAge: -1})
-			if later == 2 {
-				if err != nil {
-					t.Fatal(err)
+			if tc.temp {
+				for _, ext := range []string{".idx", ".arrows"} {
+					if err := os.Rename(filepath.Join(shardDir, genName(4)+ext), filepath.Join(shardDir, tempName(4)+ext)); err != nil {
+						t.Fatal(err)
+					}
 				}
-				defer e2.Close()
-				mustDamage(t, e2, "t", 0, base+".arrows", 4)
-				if _, err := os.Stat(filepath.Join(dir, "tables", "t", shardDirName(0), genName(4)+".idx")); err != nil {
-					t.Fatalf("later generation touched: %v", err)
-				}
-				return
 			}
+			e2, err := Open(dir, Options{MaxGenerationAge: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer e2.Close()
+			if !tc.temp {
+				mustDamage(t, e2, "t", 0, base+".arrows", 4)
+				if _, err := os.Stat(filepath.Join(shardDir, genName(4)+".idx")); err != nil {
+					t.Fatalf("later generation touched: %v", err)
+				}
+				return
+			}
 			gens, _ := e2.Generations(context.Background(), "t", 0)
 			if len(gens) != 1 || gens[0].Sealed || gens[0].Last != 3 {
 				t.Fatalf("generations %+v, want one open generation 1..3", gens)

@@ -137,32 +137,24 @@ func (s *shard) fail(what string, err error) error {
 	return s.err
 }
 
-// syncFailed stops the shard after a failed sync (fail) and cuts the
-// entries that sync covered beyond the acknowledged positions out of the
-// open files. On Linux a failed fsync may leave those pages clean but
-// never written: a later open in the same boot would read them from the
-// page cache, its own syncs would succeed, it would serve them, and a power
-// loss would then take them away and issue their positions again. Cut
-// here, recovery never sees them. A generation's first entry stays when its
-// name is its own (a completed sync covered it); temporary names are
-// removed by recovery anyway. Nothing is synced: what is cut was never
-// durable, and the disk's copy fails its checksum at the next open.
+// syncFailed stops the shard after a failed sync (fail) and cuts what that
+// sync was to make durable out of the open files: each data file back to
+// what an earlier, completed sync covered (gen.durable). On Linux a failed
+// fsync may leave those pages clean but never written: a later open in the
+// same boot would read them from the page cache, its own syncs would
+// succeed, it would serve them, and a power loss would then take them away
+// and issue their positions again. Cut here, recovery never sees them (a
+// torn tail; their index records then describe bytes past the file's end).
+// Generations under temporary names are removed by recovery anyway.
+// Nothing is synced: what is cut was never durable.
 func (s *shard) syncFailed(err error) {
 	s.fail("sync", err)
 	for _, g := range s.gens {
 		if g.data == nil || g.name == nameTemp {
 			continue
 		}
-		keep := 0
-		for keep < len(g.ents) && (g.first+uint64(keep) <= s.synced || keep == 0) {
-			keep++
-		}
-		size := int64(len(s.t.schemaBytes))
-		if keep > 0 {
-			size = g.ents[keep-1].off + g.ents[keep-1].n
-		}
-		if terr := g.data.Truncate(size); terr != nil {
-			s.e.opts.Logger.Error("wal: cutting entries a failed sync covered out of the page cache", "file", g.dataPath, "err", terr)
+		if terr := g.data.Truncate(g.durable); terr != nil {
+			s.e.opts.Logger.Error("wal: cutting what a failed sync covered out of the page cache", "file", g.dataPath, "err", terr)
 		}
 	}
 }
@@ -235,6 +227,7 @@ func (s *shard) syncLocked() {
 		dir, s.dirDirty = s.dir, false
 	}
 	renamed := s.gensNamed(nameRenamed)
+	covered := s.dataEnds()
 	if len(files) == 0 && dir == "" {
 		s.ackThrough(target)
 		return
@@ -247,6 +240,9 @@ func (s *shard) syncLocked() {
 	if err != nil {
 		s.syncFailed(err)
 		return
+	}
+	for g, end := range covered {
+		g.durable = max(g.durable, end)
 	}
 	if dir != "" {
 		for _, g := range renamed {
@@ -273,6 +269,20 @@ func (s *shard) syncLocked() {
 		s.pending = append(s.pending, sg)
 	}
 	s.cond.Broadcast()
+}
+
+// dataEnds returns, under mu, how far the data files a sync round covers
+// (the open generation's and those being sealed, whose end-of-stream
+// markers are written) extend.
+func (s *shard) dataEnds() map[*gen]int64 {
+	out := map[*gen]int64{}
+	if g := s.open(); g != nil {
+		out[g] = g.size
+	}
+	for _, sg := range s.sealing {
+		out[sg] = sg.size + int64(len(eos))
+	}
+	return out
 }
 
 // gensNamed returns the shard's generations in name state st, under mu.
@@ -422,6 +432,7 @@ func (s *shard) sealNowLocked(g *gen) error {
 		s.syncFailed(err)
 		return s.err
 	}
+	g.durable = g.size + int64(len(eos))
 	s.donePending(nPending)
 	s.synced = s.next - 1
 	if err := s.writeSeal(g); err != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -136,7 +137,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	ctx := context.Background()
 	if p := f.pending; p != nil && p.Index == l.Index {
 		f.pending = nil
-		if !idempotent(c.Op) && f.fingerprint(ctx, c) != p.FP {
+		if !idempotent(c.Op) && !sameState(c.Op, f.fingerprint(ctx, c), p.FP) {
 			f.index.Store(l.Index) // it landed before the restart
 			return result{err: fmt.Errorf("raft index %d applied before a restart: %w", l.Index, ErrOutcomeUnknown)}
 		}
@@ -191,6 +192,29 @@ func (f *fsm) fingerprint(ctx context.Context, c command) string {
 	}
 	g := gens[len(gens)-1]
 	return fmt.Sprintf("gens=%d last=%d sealed=%v", len(gens), g.Last, g.Sealed)
+}
+
+// sameState tells whether two fingerprints of the state command op changes
+// say it did not land. An append lands exactly when the shard's last
+// position moves: recovery may seal the last generation (completing a
+// rotation the append began, whose new generation it removed) without the
+// append being there, so for appends only the position counts.
+func sameState(o op, a, b string) bool {
+	if o != opAppend && o != opAppendEntry {
+		return a == b
+	}
+	return lastField(a) == lastField(b)
+}
+
+// lastField is the "last=N" part of an append's fingerprint (the whole
+// fingerprint when it has none: an empty shard, or an error).
+func lastField(fp string) string {
+	for _, f := range strings.Fields(fp) {
+		if strings.HasPrefix(f, "last=") {
+			return f
+		}
+	}
+	return fp
 }
 
 func (f *fsm) apply(ctx context.Context, c command) result {
