@@ -232,12 +232,24 @@ func (v *verifier) field1(f fbTable, depth int) error {
 }
 
 // RecordBatch: 1 nodes, 2 buffers (16-byte structs), 3 compression,
-// 4 variadicBufferCounts.
+// 4 variadicBufferCounts. Each view column's variadic buffer count is one
+// of the batch's buffers apiece: arrow-go sizes a slice by the count
+// before reading any (a count of 2^40 made it allocate 8 TiB).
 func (v *verifier) recordBatch(rb fbTable) error {
 	for _, f := range []struct{ i, elem int }{{1, 16}, {2, 16}, {4, 8}} {
 		if _, _, err := v.vector(rb, f.i, f.elem); err != nil {
 			return err
 		}
+	}
+	_, nbuf, _ := v.vector(rb, 2, 16)
+	start, n, _ := v.vector(rb, 4, 8)
+	left := int64(nbuf)
+	for k := 0; k < n; k++ {
+		c := int64(le.Uint64(v.b[start+8*k:]))
+		if c < 0 || c > left {
+			return fmt.Errorf("variadic buffer count %d of view column %d: the batch has %d buffers, %d not yet claimed", c, k, nbuf, left)
+		}
+		left -= c
 	}
 	_, _, err := v.sub(rb, 3)
 	return err

@@ -21,22 +21,33 @@ import (
 //
 // An Arrow IPC file ("ARROW1" magic) is read as the stream it embeds; its
 // footer, which repeats the schema and indexes the batches, is not read.
-// Each message's metadata passes VerifyMetadata first.
+// Each message passes a Stream first (metadata verified, view columns'
+// variadic buffer counts checked against the schema, compressed bodies
+// decompressed within the budget). The whole decode allocates at
+// most DecodeBudget(len(data)); the reader's own allocator option, if any
+// in opts, is replaced by that bounded one.
 func NewStreamReader(data []byte, opts ...ipc.Option) (*ipc.Reader, error) {
+	return NewBoundedStreamReader(data, NewAllocator(DecodeBudget(len(data))), opts...)
+}
+
+// NewBoundedStreamReader is NewStreamReader allocating from alloc, for a
+// caller with a budget of its own (the WAL's entries).
+func NewBoundedStreamReader(data []byte, alloc *Allocator, opts ...ipc.Option) (*ipc.Reader, error) {
 	if bytes.HasPrefix(data, fileMagic) && len(data) >= 8 {
 		data = data[8:] // magic, padded to 8 bytes
 	}
-	return ipc.NewReaderFromMessageReader(&sliceReader{data: data}, opts...)
+	return ipc.NewReaderFromMessageReader(&sliceReader{data: data, stream: NewStream(alloc)}, append(opts, ipc.WithAllocator(alloc))...)
 }
 
 var fileMagic = []byte("ARROW1")
 
 // sliceReader is an ipc.MessageReader over a stream held in memory.
 type sliceReader struct {
-	data []byte
-	pos  int
-	refs atomic.Int64
-	msg  *ipc.Message
+	data   []byte
+	pos    int
+	stream *Stream
+	refs   atomic.Int64
+	msg    *ipc.Message
 }
 
 func (r *sliceReader) Retain() { r.refs.Add(1) }
@@ -96,7 +107,9 @@ func (r *sliceReader) Message() (msg *ipc.Message, err error) {
 			r.pos, bodyLen, left, io.ErrUnexpectedEOF)
 	}
 	body := rest[hdr+int(n) : hdr+int(n)+int(bodyLen)]
+	if r.msg, err = r.stream.Message(meta, memory.NewBufferBytes(body)); err != nil {
+		return nil, fmt.Errorf("arrow/ipc: message at byte %d: %w", r.pos, err)
+	}
 	r.pos += hdr + int(n) + int(bodyLen)
-	r.msg = ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(body))
 	return r.msg, nil
 }

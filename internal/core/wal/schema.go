@@ -40,7 +40,7 @@ func EncodeSchema(schema *arrow.Schema) ([]byte, error) {
 // stream) and returns its schema. Malformed input wraps errs.ErrInvalid.
 func DecodeSchema(b []byte) (_ *arrow.Schema, err error) {
 	defer decodeGuard(&err)
-	r, err := arrowcheck.NewStreamReader(b, decodeLimits(len(b))...) // bounds what hostile metadata declares
+	r, err := arrowcheck.NewBoundedStreamReader(b, entryAllocator(len(b))) // bounds what hostile metadata declares
 	if err != nil {
 		return nil, fmt.Errorf("decode Arrow IPC schema: %v: %w", err, ErrSchemaMismatch)
 	}
@@ -160,7 +160,7 @@ func decodeEntry(schemaBytes, raw []byte) (_ arrow.RecordBatch, err error) {
 	defer decodeGuard(&err)
 	stream := make([]byte, 0, len(schemaBytes)+len(raw))
 	stream = append(append(stream, schemaBytes...), raw...)
-	r, err := arrowcheck.NewStreamReader(stream, decodeLimits(len(stream))...) // bounds what hostile metadata declares
+	r, err := arrowcheck.NewBoundedStreamReader(stream, entryAllocator(len(stream))) // bounds what hostile metadata declares
 	if err != nil {
 		return nil, err
 	}
@@ -233,13 +233,19 @@ func decodeInPlace(schemaBytes, raw []byte, own *memory.Buffer) (rec arrow.Recor
 		return nil
 	}
 	defer schemaMsg.Release()
-	batchMsg := framedMessage(raw, ipc.MessageRecordBatch, own)
-	if batchMsg == nil {
+	meta, body := framedParts(raw, ipc.MessageRecordBatch, own)
+	if meta == nil {
+		return nil
+	}
+	alloc := entryAllocator(len(raw))
+	batchMsg, err := arrowcheck.NewMessage(meta.Bytes(), body, alloc) // verified; a compressed body within the budget
+	body.Release()                                                    // the message holds it
+	if err != nil {
 		return nil
 	}
 	defer batchMsg.Release()
 	mr := &sliceMessages{msgs: []*ipc.Message{schemaMsg, batchMsg}}
-	r, err := ipc.NewReaderFromMessageReader(mr, decodeLimits(len(raw))...)
+	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(alloc))
 	if err != nil {
 		return nil
 	}
@@ -256,27 +262,36 @@ func decodeInPlace(schemaBytes, raw []byte, own *memory.Buffer) (rec arrow.Recor
 // (continuation marker, metadata length, metadata, body), its body a slice
 // of b (of own, which holds b's bytes, when given), or nil.
 func framedMessage(b []byte, want ipc.MessageType, own *memory.Buffer) *ipc.Message {
-	if len(b) < 8 || binary.LittleEndian.Uint32(b) != 0xffffffff {
+	meta, body := framedParts(b, want, own)
+	if meta == nil {
 		return nil
+	}
+	defer body.Release() // the message holds it
+	return ipc.NewMessage(meta, body)
+}
+
+// framedParts returns framedMessage's metadata and body (nil, nil: none);
+// the caller releases body.
+func framedParts(b []byte, want ipc.MessageType, own *memory.Buffer) (meta, body *memory.Buffer) {
+	if len(b) < 8 || binary.LittleEndian.Uint32(b) != 0xffffffff {
+		return nil, nil
 	}
 	n := int64(int32(binary.LittleEndian.Uint32(b[4:])))
 	if n < 4 || 8+n > int64(len(b)) {
-		return nil
+		return nil, nil
 	}
-	meta := memory.NewBufferBytes(b[8 : 8+n])
+	meta = memory.NewBufferBytes(b[8 : 8+n])
 	rest := b[8+n:]
 	probe := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
 	typ, bodyLen := probe.Type(), probe.BodyLen()
 	probe.Release()
 	if typ != want || bodyLen < 0 || bodyLen > int64(len(rest)) {
-		return nil
+		return nil, nil
 	}
 	if own == nil {
-		return ipc.NewMessage(meta, memory.NewBufferBytes(rest[:bodyLen]))
+		return meta, memory.NewBufferBytes(rest[:bodyLen])
 	}
-	body := memory.SliceBuffer(own, int(8+n), int(bodyLen))
-	defer body.Release() // the message holds it
-	return ipc.NewMessage(meta, body)
+	return meta, memory.SliceBuffer(own, int(8+n), int(bodyLen))
 }
 
 // sliceMessages is an ipc.MessageReader over messages already in memory.

@@ -375,7 +375,7 @@ func (c *Client) Read(ctx context.Context, table string, shard int, from, to uin
 	if err != nil {
 		return fail(err)
 	}
-	rdr, err := flight.NewRecordReader(stream)
+	rdr, err := newFlightReader(stream.Recv, arrowcheck.NewAllocator(0)) // each answer decoded within a budget of its size
 	if err != nil {
 		return fail(err)
 	}
@@ -383,7 +383,7 @@ func (c *Client) Read(ctx context.Context, table string, shard int, from, to uin
 	for rdr.Next() {
 		idle.pause()
 		var m posMeta
-		if err := json.Unmarshal(rdr.LatestAppMetadata(), &m); err != nil || m.Position == 0 {
+		if err := json.Unmarshal(rdr.appMetadata(), &m); err != nil || m.Position == 0 {
 			return fmt.Errorf("WAL server %s: read: entry without a position: %w", c.addr, ErrServerUnavailable)
 		}
 		if err := fn(wal.Entry{Position: m.Position, Record: rdr.RecordBatch()}); err != nil {

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/grpc/metadata"
@@ -68,48 +68,20 @@ func (s *service) fail(rpc string, err error) error {
 // DoPut appends each record batch of the stream to the table and shard named
 // by the stream's path descriptor, answering each with a PutResult whose app
 // metadata is {"position": N}, in order. A failed append ends the stream with
-// its error; the entries answered before it are durable.
+// its error; the entries answered before it are durable. Each message is
+// decoded within a budget of its own size (flightReader): a hostile one is
+// refused with InvalidArgument, and the server and its other streams go on.
 func (s *service) DoPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
-	rdr, err := flight.NewRecordReader(checkedPut{stream})
-	if err != nil {
-		return toStatus(readErr(ctx, err))
-	}
-	defer rdr.Release()
-	table, shard, err := parsePutDescriptor(rdr.LatestFlightDescriptor())
-	if err != nil {
-		return toStatus(err)
-	}
-	for rdr.Next() {
-		pos, err := s.log.Append(ctx, table, shard, rdr.RecordBatch())
+	return readPut(ctx, stream.Recv, arrowcheck.NewAllocator(0), func(table string, shard int, rec arrow.RecordBatch) error {
+		// Batches are validated in full by the engine's Append (DESIGN.md rule 17).
+		pos, err := s.log.Append(ctx, table, shard, rec)
 		if err != nil {
 			return s.fail("DoPut", err)
 		}
 		meta, _ := json.Marshal(posMeta{Position: pos})
-		if err := stream.Send(&flight.PutResult{AppMetadata: meta}); err != nil {
-			return err
-		}
-	}
-	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return toStatus(readErr(ctx, err))
-	}
-	return nil
-}
-
-// checkedPut verifies each incoming message's Arrow metadata before
-// arrow-go's reader parses it: hostile metadata must not make the server
-// allocate what it declares (arrowcheck.VerifyMetadata). Batches are then
-// validated in full by the engine's Append (DESIGN.md rule 17).
-type checkedPut struct {
-	flight.FlightService_DoPutServer
-}
-
-func (c checkedPut) Recv() (*flight.FlightData, error) {
-	fd, err := c.FlightService_DoPutServer.Recv()
-	if err == nil && len(fd.GetDataHeader()) > 0 {
-		err = arrowcheck.VerifyMetadata(fd.GetDataHeader())
-	}
-	return fd, err
+		return stream.Send(&flight.PutResult{AppMetadata: meta})
+	})
 }
 
 // readErr classifies a failure to read an incoming Arrow stream: the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/walctl/walctl/internal/core/arrowcheck"
 	"github.com/walctl/walctl/internal/core/errs"
 )
 
@@ -111,8 +111,10 @@ func encodeSchema(schema *arrow.Schema) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// decodeSchema reads an encodeSchema stream. Its bytes came from a peer:
+// they are read with the bounded, checked reader of outside bytes.
 func decodeSchema(b []byte) (*arrow.Schema, error) {
-	r, err := ipc.NewReader(bytes.NewReader(b))
+	r, err := arrowcheck.NewStreamReader(b)
 	if err != nil {
 		return nil, fmt.Errorf("decode schema: %v: %w", err, errs.ErrCorrupt)
 	}
@@ -133,10 +135,11 @@ func encodeRecord(rec arrow.RecordBatch) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// decodeRecord reads the single batch of an encodeRecord stream; the caller
-// releases it.
+// decodeRecord reads the single batch of an encodeRecord stream (a peer's
+// bytes: read with the bounded, checked reader of outside bytes; the batch
+// points into b); the caller releases it.
 func decodeRecord(b []byte) (arrow.RecordBatch, error) {
-	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(memory.DefaultAllocator))
+	r, err := arrowcheck.NewStreamReader(b)
 	if err != nil {
 		return nil, fmt.Errorf("decode record: %v: %w", err, errs.ErrCorrupt)
 	}
