@@ -402,3 +402,63 @@ func TestFailedRenameSyncKeepsDurableStream(t *testing.T) {
 	e = openTest(t, dir, opts)
 	w.check(t, e, "after the power cut")
 }
+
+// TestFailedSyncAfterSyncWithWriteInFlight: a sync completes while a later
+// append has its place in the file but has not written it yet; that append
+// then writes, and the sync covering it fails (Linux: its pages clean,
+// never written). What the completed sync made durable ends before the
+// in-flight append: the failed sync must cut the append out of the page
+// cache, or a reopen in the same boot serves it and a power cut takes it.
+func TestFailedSyncAfterSyncWithWriteInFlight(t *testing.T) {
+	f := powerMount(t)
+	dir := filepath.Join(f.Dir(), "wal")
+	e := openTest(t, dir, Options{})
+	mustCreate(t, e, "t", 1)
+	w := witness{}
+	w.appendAt(t, e, 100)
+	reserved2, reserved3, release3 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	testHookReserved = func(pos uint64) {
+		switch pos {
+		case 2:
+			close(reserved2)
+			<-reserved3 // position 3 is reserved before 2 is written and synced
+		case 3:
+			close(reserved3)
+			<-release3
+		}
+	}
+	defer func() { testHookReserved = nil }()
+	ctx := context.Background()
+	second := make(chan error, 1)
+	go func() {
+		rec := makeRecord(200, 2)
+		defer rec.Release()
+		_, err := e.Append(ctx, "t", 0, rec)
+		second <- err
+	}()
+	<-reserved2
+	third := make(chan error, 1)
+	go func() {
+		rec := makeRecord(300, 2)
+		defer rec.Release()
+		_, err := e.Append(ctx, "t", 0, rec)
+		third <- err
+	}()
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	w[2] = 200
+	f.FailSync(func(rel string) bool { return strings.Contains(rel, "shard-0000/") }, -1)
+	close(release3)
+	if err := <-third; !errors.Is(err, durable.ErrSyncFailed) {
+		t.Fatalf("the append whose sync fails: %v", err)
+	}
+	e.Close()
+	f.FailSync(nil, 0)
+	e = openTest(t, dir, Options{})
+	w.saw(t, e)
+	e.Close()
+	cutPower(t, f)
+	e = openTest(t, dir, Options{})
+	w.check(t, e, "after the power cut")
+}

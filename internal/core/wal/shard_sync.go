@@ -103,6 +103,9 @@ func (s *shard) writeLocked(raw []byte) (uint64, error) {
 	// g's files stay open meanwhile: a generation is closed only once a
 	// sync covered all its positions, and so this write.
 	s.mu.Unlock()
+	if testHookReserved != nil {
+		testHookReserved(pos)
+	}
 	_, err := g.data.WriteAt(raw, off)
 	if err == nil {
 		// Start writing the entry back now: the disk works while later
@@ -187,6 +190,10 @@ func (s *shard) waitOrSync() {
 // created over a trimmed one's files.
 var testHookRecycled func()
 
+// testHookReserved, when set by a test, is called when an append has its
+// position and its place in the files, before it writes them.
+var testHookReserved func(pos uint64)
+
 // testHookRotated, when set by a test, sees the number of rotations in
 // flight after each rotation.
 var testHookRotated func(inFlight int)
@@ -227,7 +234,7 @@ func (s *shard) syncLocked() {
 		dir, s.dirDirty = s.dir, false
 	}
 	renamed := s.gensNamed(nameRenamed)
-	covered := s.dataEnds()
+	covered := s.dataEnds(target)
 	if len(files) == 0 && dir == "" {
 		s.ackThrough(target)
 		return
@@ -271,16 +278,32 @@ func (s *shard) syncLocked() {
 	s.cond.Broadcast()
 }
 
-// dataEnds returns, under mu, how far the data files a sync round covers
-// (the open generation's and those being sealed, whose end-of-stream
-// markers are written) extend.
-func (s *shard) dataEnds() map[*gen]int64 {
+// dataEnds returns, under mu, how far a sync round up to position target
+// makes the data files it covers durable: for the open generation and those
+// being sealed, the end of their last entry at or below target (entries
+// above it may still be being written, their bytes not yet in the page
+// cache when the sync runs), and the end-of-stream marker of one whose
+// entries are all at or below it (written at its rotation).
+func (s *shard) dataEnds(target uint64) map[*gen]int64 {
 	out := map[*gen]int64{}
+	end := func(g *gen) int64 {
+		k := 0
+		if target >= g.first {
+			k = min(len(g.ents), int(target-g.first+1))
+		}
+		if k == 0 {
+			return int64(len(s.t.schemaBytes))
+		}
+		return g.ents[k-1].off + g.ents[k-1].n
+	}
 	if g := s.open(); g != nil {
-		out[g] = g.size
+		out[g] = end(g)
 	}
 	for _, sg := range s.sealing {
-		out[sg] = sg.size + int64(len(eos))
+		out[sg] = end(sg)
+		if len(sg.ents) > 0 && sg.last() <= target {
+			out[sg] += int64(len(eos))
+		}
 	}
 	return out
 }
