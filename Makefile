@@ -78,9 +78,12 @@ $(VERSITYGW): hack/versitygw/go.mod hack/versitygw/go.sum hack/versitygw/tools.g
 	cd hack/versitygw && $(GO) build -o $(VERSITYGW) github.com/versity/versitygw/cmd/versitygw
 
 ## chaos: randomized, seeded fault schedules against real processes (etcd,
-## wal serve, workers, master with catch-up executors, one-shot publish):
-## SIGKILL, SIGSTOP past the claim TTL, etcd and WAL restarts, injected I/O
-## errors. One line per run; a failed run prints its seed and schedule.
+## wal serve, workers, master with catch-up executors, one-shot publish,
+## table compact and table clean): SIGKILL, SIGSTOP past the claim TTL,
+## etcd and WAL restarts, injected I/O errors. Strict verdicts: only an
+## append of unknown outcome may be in a table unACKed, every Lance version
+## is audited, a planned fault that never fired or a crash fails the run.
+## One line per run; a failed run prints its seed and schedule.
 ##   make chaos RUNS=100      a hundred runs (the default)
 ##   make chaos SEED=1234     replay one run
 ##   make chaos EXCLUDE=k,…   leave fault kinds out
@@ -173,18 +176,24 @@ qualify-replicated: oracle
 	WALCTL_REPLICA_BYTES=$(REPLICA_BYTES) $(GO) test -count=1 -v -timeout 60m -run 'TestNineReplicas' ./internal/walreplica
 
 ## powerloss: power cuts on a file system that forgets whatever was never
-## made durable (internal/testutil/powerfs, a FUSE loopback in the spirit of
-## LazyFS): real `wal serve` and `worker run` with their directories on it,
-## cut at random moments, right after ACKs and at every publication
-## failpoint; after each cut no ACKed position and no version the WAL was
-## trimmed against may be gone; every 10 cuts the official LanceDB reader
-## and `walctl verify` must find each ACKed id once and no un-ACKed append
-## half visible. Needs /dev/fuse and root. `make test` runs 3 cuts;
-## POWERLOSS_SEED replays a failed run (the failure prints its seed).
-CUTS ?= 200
+## made durable, as ext4 and xfs may (internal/testutil/powerfs, a FUSE
+## loopback in the spirit of LazyFS: torn cuts keep an in-order prefix of
+## name changes, torn pages, sectors and truncations; fsync failures with
+## Linux's semantics). Real `wal serve` and `worker run` with their
+## directories on it; cuts after scripted sequences, simple (a random
+## moment, right after an ACK, a publication failpoint) or compound (kill →
+## restart → publish → cut; a cut during recovery; an fsync failure, then
+## another process, then a cut; compact or clean paused mid-way). After
+## each cut every ACKed position is read back and every Lance version
+## audited; at the end of each run the official LanceDB reader and `walctl
+## verify` must find each ACKed id once. Needs /dev/fuse and root. `make
+## test` runs 3 cuts; POWERLOSS_SEED replays a failed run (the failure
+## prints its seed); COMPOUND is the share of compound sequences (percent).
+CUTS ?= 300
+COMPOUND ?= 70
 POWERLOSS_SEED ?=
 powerloss: oracle
-	WALCTL_POWERLOSS_CUTS=$(CUTS) WALCTL_POWERLOSS_SEED=$(POWERLOSS_SEED) $(GO) test -count=1 -v -timeout 180m -run '^TestPowerLoss$$' ./internal/powerloss
+	WALCTL_POWERLOSS_CUTS=$(CUTS) WALCTL_POWERLOSS_COMPOUND=$(COMPOUND) WALCTL_POWERLOSS_SEED=$(POWERLOSS_SEED) $(GO) test -count=1 -v -timeout 300m -run '^TestPowerLoss$$' ./internal/powerloss
 
 ## make chaos runs the power cuts too (CUTS of them).
 chaos: powerloss

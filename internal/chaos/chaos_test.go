@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/walctl/walctl/internal/core/lance/oracle"
+	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
 // Environment of the harness (the Makefile's chaos target sets them).
@@ -28,6 +32,9 @@ type config struct {
 	phase   time.Duration // how long faults are injected while the load runs
 	faults  int           // faults per run
 	workers int
+	// oracleVersions is how many versions of each table the official
+	// reader re-reads (-1: all; exactlyonce.EnvOracleVersions).
+	oracleVersions int
 }
 
 func configFromEnv(t *testing.T) config {
@@ -45,6 +52,10 @@ func configFromEnv(t *testing.T) config {
 			t.Fatalf("%s=%q: want a positive number", EnvRuns, s)
 		}
 		c.runs = v
+	}
+	var err error
+	if c.oracleVersions, err = exactlyonce.OracleVersionsFromEnv(); err != nil {
+		t.Fatal(err)
 	}
 	for _, k := range strings.Split(os.Getenv(EnvExclude), ",") {
 		if k = strings.TrimSpace(k); k == "" {
@@ -70,23 +81,46 @@ func contains(xs []string, x string) bool {
 // outcome is one run's figures.
 type outcome struct {
 	seed                    uint64
-	faults                  map[string]int
-	fired                   int // injected I/O errors that the process reported
+	faults                  *exactlyonce.Faults
 	acked, lost, duplicated int
-	invented, unknownSeen   int
+	invented, uncertainSeen int
 	unverified              int // ACKed ids of tables the official reader could not read
+	versions, oracleVersion int // Lance versions audited; re-read by the official reader
 	catchups                int // catch-up executors the master started
-	execMissed              int // executor faults that found none running
+	compactions, cleaned    int // compaction groups committed; versions cleaned away
+	revokes                 int // claims revoked to make room for a one-shot
 	wall                    time.Duration
 }
 
+func (o *outcome) add(p outcome) {
+	o.faults.Add(p.faults)
+	o.acked += p.acked
+	o.lost += p.lost
+	o.duplicated += p.duplicated
+	o.invented += p.invented
+	o.uncertainSeen += p.uncertainSeen
+	o.unverified += p.unverified
+	o.versions += p.versions
+	o.oracleVersion += p.oracleVersion
+	o.catchups += p.catchups
+	o.compactions += p.compactions
+	o.cleaned += p.cleaned
+	o.revokes += p.revokes
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("faults=%d catchups=%d compactions=%d versions-cleaned=%d claims-revoked=%d acked=%d lost=%d duplicated=%d never-appended=%d unknown-published=%d unverified=%d versions-audited=%d official-reader-versions=%d",
+		o.faults.Planned(), o.catchups, o.compactions, o.cleaned, o.revokes, o.acked, o.lost, o.duplicated, o.invented, o.uncertainSeen, o.unverified, o.versions, o.oracleVersion)
+}
+
 // TestChaos runs seeded fault schedules against the real processes and
-// prints one line per run; a failed run prints its seed and schedule.
+// prints one line per run and the tally of planned faults and of those
+// that fired; a failed run prints its seed and schedule.
 func TestChaos(t *testing.T) {
 	cfg := configFromEnv(t)
 	start := time.Now()
 	var mu sync.Mutex
-	total := outcome{faults: map[string]int{}}
+	total := outcome{faults: exactlyonce.NewFaults()}
 	failed := 0
 	for i := 0; i < cfg.runs; i++ {
 		seed := cfg.seed + uint64(i)
@@ -94,43 +128,14 @@ func TestChaos(t *testing.T) {
 			o := runOnce(t, cfg, seed)
 			mu.Lock()
 			defer mu.Unlock()
-			for k, n := range o.faults {
-				total.faults[k] += n
-			}
-			total.fired += o.fired
-			total.catchups += o.catchups
-			total.execMissed += o.execMissed
-			total.acked += o.acked
-			total.lost += o.lost
-			total.duplicated += o.duplicated
-			total.invented += o.invented
-			total.unverified += o.unverified
+			total.add(o)
 			if t.Failed() {
 				failed++
 			}
 		})
 	}
-	fmt.Printf("chaos: runs=%d failed=%d faults=%d (%s) io-fired=%d executor-faults-without-executor=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d unverified=%d wall=%s\n",
-		cfg.runs, failed, sum(total.faults), breakdown(total.faults), total.fired, total.execMissed, total.catchups, total.acked, total.lost, total.duplicated,
-		total.invented, total.unverified, time.Since(start).Round(time.Second))
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
-func breakdown(m map[string]int) string {
-	var parts []string
-	for _, k := range Kinds {
-		if m[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
-		}
-	}
-	return strings.Join(parts, " ")
+	fmt.Printf("chaos: runs=%d failed=%d %s wall=%s\nplanned faults and how many fired:\n%s",
+		cfg.runs, failed, total, time.Since(start).Round(time.Second), total.faults)
 }
 
 // runOnce is one run: start the system and the load, inject the schedule,
@@ -138,10 +143,7 @@ func breakdown(m map[string]int) string {
 func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 	start := time.Now()
 	sched := schedule(seed, cfg.phase, cfg.faults, cfg.workers, cfg.exclude)
-	o = outcome{seed: seed, faults: map[string]int{}}
-	for _, f := range sched {
-		o.faults[f.Kind]++
-	}
+	o = outcome{seed: seed, faults: exactlyonce.NewFaults()}
 	t.Logf("schedule of seed %d:\n%s", seed, formatSchedule(sched))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -155,13 +157,21 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 			}
 		}
 	}()
+	orc, err := oracle.Find()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s = newSystem(t, ctx, cfg.workers)
+	s.faults = o.faults
+	for _, f := range sched {
+		s.faults.Plan(f.tally())
+	}
 	l, err := startLoad(ctx, s, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.cli.Close()
-	pubs, due, err := s.execute(sched, cfg.phase)
+	due, err := s.execute(sched, cfg.phase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +182,11 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	histories := map[string]*exactlyonce.History{}
+	for _, table := range tables {
+		histories[table] = exactlyonce.NewHistory()
+	}
+	problems := append(slices.Clone(s.problems), s.observeVersions(histories)...)
 	if err := l.finish(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,36 +194,34 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 		t.Fatal(err)
 	}
 	if behind := s.waitPublished(l, 60*time.Second); len(behind) > 0 {
-		t.Errorf("liveness: %v not fully published 60 s after the faults ended, nor by walctl publish --all", behind)
+		problems = append(problems, fmt.Sprintf("liveness: %v not fully published 60 s after the faults ended, nor by walctl publish --all", behind))
 	}
-	for _, p := range pubs {
-		r := p.Wait()
-		if r.Code == 6 || (r.Code != 0 && r.Code != 4 && r.Code != 5 && r.Code != 130 && r.Signal == 0) {
-			t.Errorf("one-shot %s (%s): %s", p.Name, strings.Join(p.Args, " "), r)
-		}
-	}
-	for _, m := range s.members {
-		o.fired += m.fired
-	}
-	unknown := 0
 	for _, table := range tables {
-		c := s.check(table, l.tables[table])
+		c := s.check(table, l.tables[table], histories[table], orc, cfg.oracleVersions)
 		o.acked += c.acked
 		o.lost += c.lost
 		o.duplicated += c.duplicated
-		o.invented += len(c.invented)
-		unknown += c.unknownSeen
+		o.invented += c.invented
+		o.uncertainSeen += c.uncertainSeen
+		o.versions += c.versions
+		o.oracleVersion += c.oracleVersions
 		if c.unverified {
 			o.unverified += c.acked
 		}
 		for _, p := range c.problems {
-			t.Errorf("%s: %s", table, p)
+			problems = append(problems, table+": "+p)
 		}
 	}
+	problems = append(problems, s.crashes()...)
+	if err := s.faults.Err(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
 	o.wall = time.Since(start)
-	o.catchups, o.execMissed = s.catchups(), s.execMissed
-	fmt.Printf("seed=%d faults=%d (%s) io-fired=%d executor-faults-without-executor=%d catchups=%d acked=%d lost=%d duplicated=%d never-appended=%d unverified=%d unknown-published=%d wall=%s\n",
-		seed, len(sched), breakdown(o.faults), o.fired, o.execMissed, o.catchups, o.acked, o.lost, o.duplicated, o.invented, o.unverified, unknown, o.wall.Round(100*time.Millisecond))
+	o.catchups, o.compactions, o.cleaned, o.revokes = s.catchups(), s.compactions, s.versionsRemoved, s.revokes
+	fmt.Printf("seed=%d %s executor-faults-without-executor=%d wall=%s\n", seed, o, s.execMissed, o.wall.Round(100*time.Millisecond))
 	return o
 }
 
@@ -224,12 +237,27 @@ func (s *system) keepLogs(t *testing.T, seed uint64) {
 			t.Log(err)
 		}
 	}
+	for i, o := range s.oneShots {
+		<-o.done
+		var logs []string
+		for _, r := range o.results {
+			logs = append(logs, r.String())
+		}
+		name := fmt.Sprintf("%s-%d-%s.stderr", o.f.Kind, i, o.f.Target)
+		if err := os.WriteFile(filepath.Join(s.dir, name), []byte(strings.Join(logs, "\n==== again ====\n")), 0o644); err != nil {
+			t.Log(err)
+		}
+	}
 	fmt.Printf("seed=%d logs, WAL and tables: %s\n", seed, s.dir)
 }
 
 // catchups counts the executors the master's local runner started (one log
 // each).
-func (s *system) catchups() int {
+func (s *system) catchups() int { return len(s.executorLogs()) }
+
+// executorLogs are the logs of the executors the master's local runner
+// started.
+func (s *system) executorLogs() []string {
 	logs, _ := filepath.Glob(filepath.Join(s.procDir("master"), "master", "jobs", "*.log"))
-	return len(logs)
+	return logs
 }

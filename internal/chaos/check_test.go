@@ -1,67 +1,73 @@
 package chaos
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
 
-	"github.com/walctl/walctl/internal/core/lance"
-	"github.com/walctl/walctl/internal/core/publish"
+	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
 // tableCheck is the end-of-run check of one table.
 type tableCheck struct {
-	acked, rows, unknownSeen int
-	unverified               bool // the official reader could not read the table
-	lost, duplicated         int
-	invented                 []int64 // ids in the table never appended
-	problems                 []string
+	acked, rows, uncertainSeen int
+	unverified                 bool // the official reader could not read the table
+	lost, duplicated           int
+	invented                   int // ids in the table that were refused or never appended
+	versions, oracleVersions   int // versions audited, and re-read by the official reader
+	problems                   []string
 }
 
-// check reads the table with the official reader and walctl verify, and
-// reads the epochs of every Lance version.
-func (s *system) check(table string, tl *tableLoad) tableCheck {
+// check reads the latest version with the official reader and judges it
+// against the ledger, audits every version with walctl's managed reader
+// (and some again with the official one), and runs `walctl verify`.
+// history is what the versions held at the end of the fault phase.
+func (s *system) check(table string, tl *tableLoad, history *exactlyonce.History, o *oracle.Oracle, oracleVersions int) tableCheck {
 	var c tableCheck
-	acked := tl.acked.Snapshot()
-	c.acked = len(acked)
-	ids, err := exactlyonce.OracleIDs(s.ctx, s.tablePath(table))
+	ids, err := exactlyonce.OracleIDsWith(s.ctx, o, s.tablePath(table))
 	if err != nil {
 		c.problems = append(c.problems, fmt.Sprintf("official reader: %v", err))
 		c.unverified = true
 		return c
 	}
-	rep := exactlyonce.Check(ids, acked)
-	c.rows, c.lost, c.duplicated = rep.Rows, len(rep.Missing), len(rep.Duplicated)
-	tl.mu.Lock()
-	for _, id := range rep.Unacked {
-		if tl.unknown[id] {
-			c.unknownSeen++
-		} else {
-			c.invented = append(c.invented, id)
-		}
+	v := tl.ledger.Judge(ids)
+	c.acked, c.rows, c.uncertainSeen = v.Acked, v.Rows, v.UncertainSeen
+	c.lost, c.duplicated, c.invented = len(v.Missing), len(v.Duplicated), len(v.Refused)+len(v.Invented)
+	for _, p := range v.Problems() {
+		c.problems = append(c.problems, "official reader: "+p)
 	}
-	tl.mu.Unlock()
-	if c.lost > 0 || c.duplicated > 0 || len(c.invented) > 0 {
-		c.problems = append(c.problems, fmt.Sprintf("official reader: %d lost (first %v), %d duplicated (first %v), %d never appended (first %v)",
-			c.lost, first(rep.Missing), c.duplicated, first(rep.Duplicated), len(c.invented), first(c.invented)))
+	vs, err := exactlyonce.ReadVersions(s.ctx, s.lance, table)
+	if err != nil {
+		c.problems = append(c.problems, fmt.Sprintf("managed reader: %v", err))
+		return c
 	}
+	c.versions = len(vs)
+	c.problems = append(c.problems, tl.ledger.AuditVersions(vs)...)
+	c.problems = append(c.problems, history.Observe(vs, s.cleaned)...)
+	picked := exactlyonce.PickVersions(vs, oracleVersions)
+	c.oracleVersions = len(picked)
+	c.problems = append(c.problems, exactlyonce.CrossCheck(s.ctx, o, s.tablePath(table), picked)...)
 	if p := s.verify(table); p != "" {
-		c.problems = append(c.problems, p)
-	}
-	if p := s.epochsNeverDecrease(table); p != "" {
 		c.problems = append(c.problems, p)
 	}
 	return c
 }
 
-func first(ids []int64) any {
-	if len(ids) == 0 {
-		return "-"
+// observeVersions records what every version of each table holds, for
+// the final check to compare with (a version number is created once).
+func (s *system) observeVersions(histories map[string]*exactlyonce.History) []string {
+	var out []string
+	for _, table := range tables {
+		vs, err := exactlyonce.ReadVersions(s.ctx, s.lance, table)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: managed reader: %v", table, err))
+			continue
+		}
+		for _, p := range histories[table].Observe(vs, s.cleaned) {
+			out = append(out, table+": "+p)
+		}
 	}
-	return ids[0]
+	return out
 }
 
 // verify runs `walctl verify`: it must exit 0 reporting ok.
@@ -72,38 +78,6 @@ func (s *system) verify(table string) string {
 	}
 	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &out) != nil || !out.OK {
 		return fmt.Sprintf("walctl verify --table %s: %s", table, r)
-	}
-	return ""
-}
-
-// epochsNeverDecrease reads every version's manifest: the publisher epoch
-// recorded in its config (none counts as 0) never goes down.
-func (s *system) epochsNeverDecrease(table string) string {
-	ds, err := lance.Open(s.tablePath(table))
-	if err != nil {
-		return fmt.Sprintf("open %s: %v", table, err)
-	}
-	vs, err := ds.Versions()
-	if err != nil {
-		return fmt.Sprintf("versions of %s: %v", table, err)
-	}
-	slices.SortFunc(vs, func(a, b lance.VersionInfo) int { return cmp.Compare(a.Version, b.Version) })
-	var last, lastV uint64
-	for _, v := range vs {
-		m, err := ds.Manifest(v.Version)
-		if err != nil {
-			return fmt.Sprintf("manifest %d of %s: %v", v.Version, table, err)
-		}
-		var e uint64
-		if raw, ok := m.Config[publish.KeyEpoch]; ok {
-			if e, err = strconv.ParseUint(raw, 10, 64); err != nil {
-				return fmt.Sprintf("version %d of %s: epoch %q: %v", v.Version, table, raw, err)
-			}
-		}
-		if e < last {
-			return fmt.Sprintf("version %d of %s has epoch %d, below version %d's %d", v.Version, table, e, lastV, last)
-		}
-		last, lastV = e, v.Version
 	}
 	return ""
 }

@@ -11,23 +11,12 @@ import (
 	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
-// tableLoad is what the producers of one table appended: the ACKed ids, and
-// the ids of appends whose outcome is unknown (an error or a timeout: they
-// may be durable without having been ACKed, so they may appear at most
-// once, but need not).
+// tableLoad is what the producers of one table appended: the ledger of
+// ACKed appends (with their positions) and of failed ones, of unknown
+// outcome or refused.
 type tableLoad struct {
-	acked   *exactlyonce.Acked
-	mu      sync.Mutex
-	unknown map[int64]bool
-	errors  atomic.Int64
-}
-
-func (l *tableLoad) addUnknown(from, to int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for id := from; id < to; id++ {
-		l.unknown[id] = true
-	}
+	ledger *exactlyonce.Ledger
+	errors atomic.Int64
 }
 
 // load is one producer goroutine per table, appending 20-row batches to
@@ -52,13 +41,14 @@ func startLoad(ctx context.Context, s *system, seed uint64) (*load, error) {
 			cli.Close()
 			return nil, err
 		}
-		tl := &tableLoad{acked: exactlyonce.NewAcked(), unknown: map[int64]bool{}}
+		tl := &tableLoad{ledger: exactlyonce.NewLedger()}
 		l.tables[table] = tl
-		p, err := exactlyonce.NewProducer(cli, table, info.Schema, seed+uint64(i), int64(i+1)*1_000_000_000, tl.acked)
+		p, err := exactlyonce.NewProducer(cli, table, info.Schema, seed+uint64(i), int64(i+1)*1_000_000_000, tl.ledger.Acked)
 		if err != nil {
 			cli.Close()
 			return nil, err
 		}
+		p.Ledger = tl.ledger
 		l.wg.Add(1)
 		go l.produce(p, tl)
 	}
@@ -68,12 +58,10 @@ func startLoad(ctx context.Context, s *system, seed uint64) (*load, error) {
 func (l *load) produce(p *exactlyonce.Producer, tl *tableLoad) {
 	defer l.wg.Done()
 	for i := 0; !l.stop.Load(); i++ {
-		from := p.Gen.NextID
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		err := p.Append(ctx, i%2, 20)
 		cancel()
 		if err != nil && !errors.Is(err, exactlyonce.ErrProducedTwice) {
-			tl.addUnknown(from, p.Gen.NextID)
 			tl.errors.Add(1)
 			time.Sleep(100 * time.Millisecond) // the WAL is down or faulty: do not spin
 			continue

@@ -1,15 +1,11 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,7 +23,8 @@ func timeline(sched []fault) []event {
 	var evs []event
 	for _, f := range sched {
 		evs = append(evs, event{at: f.At, f: f})
-		if f.Hold > 0 {
+		// A stopped executor's hold starts when one is found (execFault).
+		if f.Hold > 0 && f.Kind != StopExec {
 			evs = append(evs, event{at: f.At + f.Hold, f: f, recover: true})
 		}
 	}
@@ -35,52 +32,41 @@ func timeline(sched []fault) []event {
 	return evs
 }
 
-// execute runs the schedule's events at their times and returns the
-// one-shot publishers it started. Recoveries due after the phase are left
-// to quiesce.
-func (s *system) execute(sched []fault, phase time.Duration) ([]*proc.Proc, []event, error) {
+// execute runs the schedule's events at their times, starting one-shots
+// in the background. Recoveries due after the phase are left to quiesce.
+func (s *system) execute(sched []fault, phase time.Duration) ([]event, error) {
 	start := time.Now()
-	var pubs []*proc.Proc
 	evs := timeline(sched)
 	for i, ev := range evs {
 		if ev.at > phase {
-			return pubs, evs[i:], nil
+			return evs[i:], nil
 		}
 		if err := s.supervise(start.Add(ev.at)); err != nil {
-			return pubs, nil, err
+			return nil, err
 		}
-		p, err := s.apply(ev)
-		if err != nil {
-			return pubs, nil, fmt.Errorf("%s: %w", ev.f, err)
-		}
-		if p != nil {
-			pubs = append(pubs, p)
+		if err := s.apply(ev); err != nil {
+			return nil, fmt.Errorf("%s: %w", ev.f, err)
 		}
 	}
 	// The load runs on to the end of the phase.
-	return pubs, nil, s.supervise(start.Add(phase))
+	return nil, s.supervise(start.Add(phase))
 }
 
 // supervise waits until the deadline, restarting (as systemd or Kubernetes
-// would) any member that ended by itself meanwhile — a daemon that gives up
-// when etcd is away, say. A member killed by the schedule stays dead for
-// its hold.
+// would) any member that ended by itself meanwhile. An end is expected only
+// after the member's own injected fault, or with exit 4 or 5 (conflict,
+// dependency unavailable) soon after a fault of etcd or the WAL server;
+// any other is a problem of the run. A member killed by the schedule stays
+// dead for its hold.
 func (s *system) supervise(until time.Time) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for time.Now().Before(until) {
 		for _, name := range s.order {
-			m := s.members[name]
-			if m.killed || m.p == nil || !m.p.Exited() {
-				continue
+			if err := s.reviveIfEnded(name); err != nil {
+				return err
 			}
-			r := m.p.Wait()
-			if r.Code == 6 {
-				return fmt.Errorf("%s exited 6 (data integrity): %s", name, r)
-			}
-			s.notes = append(s.notes, fmt.Sprintf("%s ended by itself (exit %d) and was restarted", name, r.Code))
-			// An injected fault fires once: the restarted process runs clean.
-			if err := s.restart(name, ""); err != nil {
+			if err := s.settleArmed(name); err != nil {
 				return err
 			}
 		}
@@ -94,82 +80,188 @@ func (s *system) supervise(until time.Time) error {
 	return nil
 }
 
-// apply injects a fault or ends it.
-func (s *system) apply(ev event) (*proc.Proc, error) {
-	f := ev.f
-	switch f.Kind {
-	case Publish, PublishKill:
-		var env []string
-		if f.Spec != "" {
-			env = []string{"WALCTL_FAILPOINTS=" + f.Spec}
-		}
-		return s.walctl.Start(s.t, "publish-"+f.Target, env, "--data-dir", s.procDir("publish"),
-			"publish", "--table", f.Target, "--output", "json"), nil
+// depGrace is how long after a fault of etcd or the WAL server a member may
+// give up with exit 4 or 5.
+const depGrace = 30 * time.Second
+
+// reviveIfEnded restarts a member that ended by itself, judging its end.
+func (s *system) reviveIfEnded(name string) error {
+	m := s.members[name]
+	if m.killed || m.p == nil || !m.p.Exited() {
+		return nil
 	}
-	if f.Kind == KillExec || f.Kind == StopExec {
-		return nil, s.signalExecutor(ev)
+	r := m.p.Wait()
+	if r.Code == 6 {
+		return fmt.Errorf("%s exited 6 (data integrity): %s", name, r)
+	}
+	if !endExplained(r, m.failpoints != "", time.Since(s.lastDepFault)) {
+		s.problems = append(s.problems, fmt.Sprintf("%s ended unexpectedly: %s", name, r))
+	}
+	s.notes = append(s.notes, fmt.Sprintf("%s ended by itself (exit %d) and was restarted", name, r.Code))
+	if m.armed != "" && !injected(r.Stderr) {
+		// It ended before its injected fault fired (etcd was away, say):
+		// the fault stays planned on the next process.
+		armed, until := m.armed, m.armedUntil
+		err := s.restart(name, m.failpoints)
+		m.armed, m.armedUntil = armed, until
+		return err
+	}
+	// An injected fault fires once: the restarted process runs clean.
+	return s.restart(name, "")
+}
+
+// endExplained reports whether a member's own end r is explained: by its
+// injected fault (armed: it runs with failpoints), or as exit 4 or 5
+// (conflict, dependency unavailable) within depGrace after a fault of etcd
+// or the WAL server (sinceDep ago). A crash of the Go runtime never is.
+func endExplained(r proc.Result, armed bool, sinceDep time.Duration) bool {
+	if proc.Crash(r.Stderr) != "" {
+		return false
+	}
+	return armed && injected(r.Stderr) || (r.Code == 4 || r.Code == 5) && sinceDep < depGrace
+}
+
+// apply injects a fault or ends it.
+func (s *system) apply(ev event) error {
+	f := ev.f
+	if f.Target == "etcd" || f.Target == "wal" {
+		s.lastDepFault = time.Now()
+	}
+	switch {
+	case slices.Contains(oneShots, f.Kind):
+		s.cleaned = s.cleaned || f.Kind == Clean || f.Kind == CleanKill
+		s.oneShots = append(s.oneShots, s.startOneShot(f))
+		return nil
+	case f.Kind == KillExec || f.Kind == StopExec:
+		s.execFaults[f] = startExecFault(f, s.masterGroups)
+		return nil
 	}
 	m := s.members[f.Target]
-	switch {
-	case f.Kind == StopWorker || f.Kind == StopWAL || f.Kind == StopEtcd || f.Kind == StopMaster:
+	if !ev.recover {
+		// A fault hits a live process: one that just ended by itself is
+		// restarted first.
+		if err := s.reviveIfEnded(f.Target); err != nil {
+			return err
+		}
+	}
+	switch f.Kind {
+	case StopWorker, StopWAL, StopEtcd, StopMaster:
 		if ev.recover {
 			m.p.Cont()
 		} else {
 			m.p.Stop()
+			s.faults.Fire(f.tally())
 		}
 		m.stopped = !ev.recover
-		return nil, nil
-	case f.Kind == IOWorker || f.Kind == IOWAL:
-		if ev.recover {
-			return nil, s.restart(f.Target, "")
+		return nil
+	case IOWorker, IOWAL:
+		if ev.recover && m.armed != "" && !injected(m.p.Stderr()) {
+			// Not fired yet (the worker may have held no table): it runs on
+			// armed, and supervise restarts it clean once it fires.
+			m.armedUntil = time.Now().Add(armWait)
+			return nil
 		}
-		return nil, s.restart(f.Target, f.Spec)
+		if ev.recover {
+			return s.restart(f.Target, "")
+		}
+		err := s.restart(f.Target, f.Spec)
+		m.armed = f.tally()
+		return err
 	}
 	// Kills: the member stays dead for the hold, then starts again.
 	if ev.recover {
-		return nil, s.restart(f.Target, "")
+		return s.restart(f.Target, "")
 	}
 	m.p.Kill()
 	m.killed = true
-	return nil, nil
+	s.faults.Fire(f.tally())
+	return nil
+}
+
+// armWait is how long an injected I/O fault that has not fired by the end
+// of its hold is given still.
+const armWait = 15 * time.Second
+
+// settleArmed restarts clean a member whose injected fault outlived its
+// hold once it fired, or once armWait is over (then it did not fire).
+func (s *system) settleArmed(name string) error {
+	m := s.members[name]
+	if m.armedUntil.IsZero() || !injected(m.p.Stderr()) && time.Now().Before(m.armedUntil) {
+		return nil
+	}
+	return s.restart(name, "")
 }
 
 // quiesce ends every fault: the recoveries still due are applied, stopped
 // members continue, members that died on their own or run with failpoints
-// start again clean. It returns what it had to repair beyond the schedule.
+// start again clean, one-shots end. It returns what it had to repair
+// beyond the schedule.
 func (s *system) quiesce(due []event) ([]string, error) {
-	notes := s.notes
 	for _, ev := range due {
 		if ev.recover {
-			if _, err := s.apply(ev); err != nil {
-				return notes, fmt.Errorf("%s: %w", ev.f, err)
+			if err := s.apply(ev); err != nil {
+				return s.notes, fmt.Errorf("%s: %w", ev.f, err)
 			}
 		}
 	}
-	for _, pid := range s.execStopped {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
+	for f, e := range s.execFaults {
+		if e.wait() {
+			s.faults.Fire(f.tally())
+		} else {
+			s.execMissed++
+		}
 	}
-	s.execStopped = nil
+	for slices.ContainsFunc(s.order, func(name string) bool { return !s.members[name].armedUntil.IsZero() }) {
+		if err := s.supervise(time.Now().Add(250 * time.Millisecond)); err != nil {
+			return s.notes, err
+		}
+	}
 	for _, name := range s.order {
 		m := s.members[name]
 		if m.stopped {
 			m.p.Cont()
 			m.stopped = false
 		}
-		if m.p.Exited() || m.failpoints != "" {
-			if m.p.Exited() && m.failpoints == "" {
-				r := m.p.Wait()
-				notes = append(notes, fmt.Sprintf("%s ended by itself (exit %d) and was restarted", name, r.Code))
-				if r.Code == 6 {
-					return notes, fmt.Errorf("%s exited 6 (data integrity): %s", name, r)
-				}
-			}
+		if err := s.reviveIfEnded(name); err != nil {
+			return s.notes, err
+		}
+		if m.failpoints != "" {
 			if err := s.restart(name, ""); err != nil {
-				return notes, err
+				return s.notes, err
 			}
 		}
 	}
-	return notes, nil
+	for _, o := range s.oneShots {
+		if p := o.wait(); p != "" {
+			s.problems = append(s.problems, p)
+		}
+		if o.fired {
+			s.faults.Fire(o.f.tally())
+		}
+		g, r := o.merged()
+		s.compactions, s.versionsRemoved, s.revokes = s.compactions+g, s.versionsRemoved+r, s.revokes+o.revokes
+	}
+	return s.notes, nil
+}
+
+// crashes lists every member process and catch-up executor whose stderr
+// shows a crash of the Go runtime, killed on purpose or not.
+func (s *system) crashes() []string {
+	var out []string
+	for _, name := range s.order {
+		m := s.members[name]
+		for _, log := range append(slices.Clone(m.logs), m.p.Stderr()) {
+			if c := proc.Crash(log); c != "" {
+				out = append(out, fmt.Sprintf("%s crashed: %s", name, c))
+			}
+		}
+	}
+	for _, path := range s.executorLogs() {
+		if b, err := os.ReadFile(path); err == nil && proc.Crash(string(b)) != "" {
+			out = append(out, fmt.Sprintf("executor %s crashed: %s", filepath.Base(path), proc.Crash(string(b))))
+		}
+	}
+	return out
 }
 
 // sealAll seals every shard, retrying while the WAL server comes back.
@@ -240,66 +332,4 @@ func (s *system) waitPublished(l *load, d time.Duration) []string {
 		}
 	}
 	return behind
-}
-
-// signalExecutor applies an executor fault to a running `catchup run`
-// (a child of the master, or one orphaned by a killed master: both stay in
-// the master's process group). With none running the fault is a no-op,
-// counted apart.
-func (s *system) signalExecutor(ev event) error {
-	if ev.recover {
-		for _, pid := range s.execStopped {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-		s.execStopped = nil
-		return nil
-	}
-	// Executors come and go: wait up to 2 s for one.
-	var execs []int
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if execs = executors(s.members["master"].p.Pid()); len(execs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			s.execMissed++
-			return nil
-		}
-	}
-	pid := execs[0]
-	if ev.f.Kind == KillExec {
-		return ignoreGone(syscall.Kill(pid, syscall.SIGKILL))
-	}
-	s.execStopped = append(s.execStopped, pid)
-	return ignoreGone(syscall.Kill(pid, syscall.SIGSTOP))
-}
-
-func ignoreGone(err error) error {
-	if errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return err
-}
-
-// executors lists the live processes of process group pgid other than its
-// leader: the master's executors.
-func executors(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pgid {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid pgrp …"
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
@@ -42,10 +45,11 @@ type member struct {
 	p       *proc.Proc
 	stopped bool
 	killed  bool // by the schedule, until its hold ends
-	// failpoints is the WALCTL_FAILPOINTS spec it runs with ("" for none).
-	failpoints string
-	// fired counts runs of this member whose failpoint fired.
-	fired int
+	// failpoints is the WALCTL_FAILPOINTS spec it runs with ("" for none);
+	// armed the tally name of its injected fault until that fires, and
+	// armedUntil, once its hold ended unfired, how long it may still fire.
+	failpoints, armed string
+	armedUntil        time.Time
 	// logs are the stderr of its earlier processes.
 	logs []string
 }
@@ -64,10 +68,35 @@ type system struct {
 	members  map[string]*member
 	order    []string // member names, in start order
 	notes    []string // what the supervisor had to repair
-	// execStopped are executors stopped by stop-executor; execMissed counts
-	// executor faults that found none running.
-	execStopped []int
-	execMissed  int
+	// problems are what fails the run besides the final checks: members
+	// that ended unexpectedly, one-shots that crashed.
+	problems []string
+	// faults tallies the planned faults and those that fired.
+	faults *exactlyonce.Faults
+	// oneShots are the one-shot commands started; cleaned tells whether a
+	// `table clean` was among them (versions may be gone).
+	oneShots []*oneShot
+	cleaned  bool
+	// compactions and versionsRemoved count what the successful compact and
+	// clean one-shots did; revokes the claims one-shots revoked.
+	compactions, versionsRemoved, revokes int
+	// lastDepFault is when a fault of etcd or the WAL server last began or
+	// ended.
+	lastDepFault time.Time
+	// execFaults are the executor faults started; execMissed counts those
+	// that found no executor running.
+	execFaults map[fault]*execFault
+	execMissed int
+	// masterPgids are the process groups of the masters started so far
+	// (an executor lives in the group of the master that started it).
+	mu          sync.Mutex
+	masterPgids []int
+}
+
+func (s *system) masterGroups() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.masterPgids)
 }
 
 func newSystem(t *testing.T, ctx context.Context, workers int) *system {
@@ -82,7 +111,8 @@ func newSystem(t *testing.T, ctx context.Context, workers int) *system {
 			os.RemoveAll(dir)
 		}
 	})
-	s := &system{t: t, ctx: ctx, dir: dir, lance: filepath.Join(dir, "tables"), members: map[string]*member{}}
+	s := &system{t: t, ctx: ctx, dir: dir, lance: filepath.Join(dir, "tables"), members: map[string]*member{}, faults: exactlyonce.NewFaults(),
+		execFaults: map[fault]*execFault{}}
 	if s.etcdAddr, err = proc.FreePort(); err != nil {
 		t.Fatal(err)
 	}
@@ -149,17 +179,22 @@ func (s *system) restart(name, fp string) error {
 		// outlive a master); the test's cleanup ends every group.
 		m.p.Kill()
 		m.logs = append(m.logs, m.p.Stderr())
-		if m.failpoints != "" && injected(m.p.Stderr()) {
-			m.fired++
+		if m.armed != "" && injected(m.p.Stderr()) {
+			s.faults.Fire(m.armed)
 		}
 	}
 	var env []string
 	if fp != "" {
 		env = []string{"WALCTL_FAILPOINTS=" + fp}
 	}
-	m.failpoints, m.stopped, m.killed = fp, false, false
+	m.failpoints, m.armed, m.armedUntil, m.stopped, m.killed = fp, "", time.Time{}, false, false
 	p, err := m.start(env)
 	m.p = p
+	if name == "master" && p != nil {
+		s.mu.Lock()
+		s.masterPgids = append(s.masterPgids, p.Pid())
+		s.mu.Unlock()
+	}
 	if err != nil && fp != "" && errors.Is(err, proc.ErrGone) {
 		return nil
 	}

@@ -1,14 +1,26 @@
 // Package powerloss runs the real `walctl wal serve` and `walctl worker run`
 // over a file system that forgets what was never made durable
-// (internal/testutil/powerfs), cuts the power at random points — a random
-// moment, right after an ACK, or with the worker paused at a failpoint of
-// the publication path (plan pin, files prepared, descriptor recorded,
-// epoch advanced, manifest link, commit, trim, or any durable file-system
-// operation) — rebuilds the surviving tree, restarts everything on it and
-// checks, after every cut, that no ACKed WAL position and no table version
-// the WAL was trimmed against is gone, and at the end of each run that the
-// official LanceDB reader and `walctl verify` find every ACKed id exactly
-// once and no un-ACKed batch half visible.
+// (internal/testutil/powerfs) and cuts the power after scripted sequences
+// of faults (sequences_test.go). Simple ones: a random moment, right after
+// an ACK, the worker paused at a failpoint of the publication path, a
+// restarted idle WAL server paused at a durable operation. Compound ones
+// chain faults before the cut: the WAL server SIGKILLed under load and
+// restarted (perhaps paused on the way), then a publication; a cut, a
+// restart paused in recovery, a cut there; a cut, a restart with an
+// injected I/O error, another server taking over; an fsync failed by the
+// file system with Linux's semantics under the WAL server or the worker,
+// another process taking over; `table compact` or `table clean` paused
+// mid-way. Every planned fault must fire, or the run fails.
+//
+// After every cut, on the restarted server: every ACKed position above the
+// trimmed point still holds the batch it was ACKed with (none gone, none
+// reissued), no trimmed point or latest watermark went back, no shard is
+// trimmed past the latest watermark, and every Lance version passes the
+// audit (exactlyonce) and is, number for number, what it was at the last
+// look (only `table clean` removes versions, the oldest). At the end of
+// each run the official LanceDB reader finds every ACKed id exactly once,
+// no refused or never-appended id and no append of unknown outcome half
+// visible; some versions are read again by it; `walctl verify` passes.
 //
 // The WAL directory and the worker's data directory (with its Lance root)
 // are on the mount; etcd runs in the test process on the ordinary disk: it
@@ -19,5 +31,7 @@
 //
 //	WALCTL_POWERLOSS_CUTS=200 WALCTL_POWERLOSS_SEED=7 go test -count=1 -v -timeout 60m ./internal/powerloss
 //
-// It needs /dev/fuse and root, and fails (never skips) without them.
+// WALCTL_POWERLOSS_COMPOUND sets the share of compound sequences (percent,
+// default 60). It needs /dev/fuse and root, and fails (never skips) without
+// them.
 package powerloss

@@ -2,6 +2,15 @@
 // the tree: a log of the ids a producer had ACKed, a producer that appends
 // synthetic batches with unique ids and logs them, the ids of a table as the
 // official LanceDB reader sees them, and the comparison of the two.
+//
+// The fault harnesses (internal/chaos, internal/powerloss) judge strictly
+// with the rest of it: a Ledger of every append's outcome (ACKed at a
+// position, of unknown outcome, or refused: Uncertain) and Judge; an audit
+// of every Lance version, not only the latest (AuditVersions, History);
+// ReadBack of every ACKed WAL position after a crash; CrossCheck of versions
+// with the official reader; and Faults, the tally in which a planned fault
+// that never fired fails the run. Each check takes plain data, so that a
+// test can plant a violation in it (planted_test.go).
 package exactlyonce
 
 import (
@@ -88,7 +97,12 @@ func OracleIDs(ctx context.Context, path string) ([]int64, error) {
 // OracleIDsWith is OracleIDs with a given oracle, e.g. one with storage
 // options for a table in an S3 bucket (path s3://bucket/prefix/T.lance).
 func OracleIDsWith(ctx context.Context, o *oracle.Oracle, path string) ([]int64, error) {
-	d, err := o.Dump(ctx, path, oracle.DumpOptions{Columns: []string{"id"}})
+	return OracleIDsAt(ctx, o, path, 0)
+}
+
+// OracleIDsAt is OracleIDsWith at version v (0: the latest).
+func OracleIDsAt(ctx context.Context, o *oracle.Oracle, path string, v uint64) ([]int64, error) {
+	d, err := o.Dump(ctx, path, oracle.DumpOptions{Version: v, Columns: []string{"id"}})
 	if err != nil {
 		return nil, err
 	}

@@ -85,6 +85,9 @@ type Producer struct {
 	Acked *Acked
 	// OnAck, when set, sees every ACKed batch (e.g. to remember its values).
 	OnAck func(arrow.RecordBatch)
+	// Ledger, when set, files every append's outcome: its position once
+	// ACKed, or whether a failure leaves it of unknown outcome or refused.
+	Ledger *Ledger
 }
 
 // NewProducer returns a producer of table's schema whose ids start at
@@ -102,12 +105,17 @@ func NewProducer(log Log, table string, schema *arrow.Schema, seed uint64, first
 }
 
 // Append appends one batch of rows records to shard. Its ids are logged
-// only when it is ACKed; on an error the append's outcome is unknown and
-// its ids are neither ACKed nor ever produced again.
+// only when it is ACKed; on an error they are never produced again, and the
+// Ledger (if any) says whether the append may be durable all the same.
 func (p *Producer) Append(ctx context.Context, shard, rows int) error {
+	first := p.Gen.NextID
 	b := p.Gen.Batch(rows)
 	defer b.Release()
-	if _, err := p.Log.Append(ctx, p.Table, shard, b); err != nil {
+	pos, err := p.Log.Append(ctx, p.Table, shard, b)
+	if p.Ledger != nil {
+		p.Ledger.Record(shard, Range{first, p.Gen.NextID}, pos, err)
+	}
+	if err != nil {
 		return fmt.Errorf("append to %s shard %d: %w", p.Table, shard, err)
 	}
 	if p.OnAck != nil {

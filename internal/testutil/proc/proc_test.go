@@ -79,3 +79,19 @@ func TestWaitForFileGone(t *testing.T) {
 		t.Fatalf("exit code: %s", r)
 	}
 }
+
+// Crash finds the runtime's own crash reports, not log lines that mention
+// a panic.
+func TestCrash(t *testing.T) {
+	for stderr, want := range map[string]string{
+		"time=x level=INFO msg=ok\npanic: runtime error: index out of range\n\ngoroutine 1 [running]:": "panic: runtime error: index out of range",
+		"fatal error: concurrent map writes\n":                                                         "fatal error: concurrent map writes",
+		"==================\nWARNING: DATA RACE\nWrite at":                                             "WARNING: DATA RACE",
+		"time=x level=ERROR msg=\"round failed\" err=\"panic: no\"":                                    "",
+		"": "",
+	} {
+		if got := Crash(stderr); got != want {
+			t.Errorf("Crash(%q) = %q, want %q", stderr, got, want)
+		}
+	}
+}
