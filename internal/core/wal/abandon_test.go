@@ -218,3 +218,31 @@ func entryBytes(t *testing.T) int64 {
 	e.Close()
 	return gens[0].Bytes
 }
+
+// TestSyncFailedRecordOfAnotherBoot: the record of a sync that failed
+// during recovery names its boot, so a power cut that keeps its name and
+// loses its content (an empty file) still lets a later boot remove it and
+// recover the shard; in the same boot, an empty record still refuses it.
+func TestSyncFailedRecordOfAnotherBoot(t *testing.T) {
+	dir := t.TempDir()
+	e := openTest(t, dir, Options{})
+	mustCreate(t, e, "t", 1)
+	mustAppend(t, e, "t", 0, 100, 2)
+	e.Close()
+	record := filepath.Join(dir, "tables", "t", shardDirName(0), syncFailedName())
+	if err := os.WriteFile(record, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, dir, Options{})
+	mustDamage(t, e, "t", 0, record, 1)
+	e.Close()
+	defer func(old func() string) { bootID = old }(bootID)
+	bootID = func() string { return "a-later-boot" }
+	e = openTest(t, dir, Options{})
+	if d := e.Damage(); len(d) != 0 {
+		t.Fatalf("after a reboot: %v", d)
+	}
+	if _, err := os.Stat(record); !os.IsNotExist(err) {
+		t.Fatalf("the record of an earlier boot is still there: %v", err)
+	}
+}

@@ -13,7 +13,7 @@
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.arrows  entries as an Arrow IPC stream
 //	<dir>/tables/<name>/shard-NNNN/gen-<first>.idx     index: header, one record per entry, seal record
 //	<dir>/tables/<name>/shard-NNNN/new-<first>.*       a generation no sync has covered an entry of yet
-//	<dir>/tables/<name>/shard-NNNN/sync-failed         a sync failed while recovering the shard (syncfailure.go)
+//	<dir>/tables/<name>/shard-NNNN/sync-failed-<boot>  a sync failed while recovering the shard (syncfailure.go)
 //	<dir>/tables/<name>/shard-NNNN/recycled-<first>.*  a trimmed generation's files, kept for reuse (recycle_gen.go)
 //	<dir>/quarantine/<name>/shard-NNNN/gen-<first>-<time>/  a quarantined generation's files and AUDIT.json
 //

@@ -207,9 +207,16 @@ func provablyEmpty(first uint64, gf genParts, prefixLen int) bool {
 type indexWalk struct {
 	off      int64
 	consumed int
-	bad      *corruptError
-	badRec   int
-	ioErr    bool // bad is a read error: damage wherever it is
+	// entries is how many of the consumed records precede the last
+	// entry record's end, and marked the highest position their synced
+	// records vouch for: a synced record is written with the entry after
+	// it, so one with no entry after it belongs to an append that was
+	// cut, and may itself never have reached the disk.
+	entries int
+	marked  uint64
+	bad     *corruptError
+	badRec  int
+	ioErr   bool // bad is a read error: damage wherever it is
 }
 
 // verifyBufs pools walkIndex's entry buffer: an open reads every entry of
@@ -284,6 +291,9 @@ func walkIndex(g *gen, gf genParts, off int64, verify, sealed bool) indexWalk {
 		}
 		if w.bad == nil {
 			w.consumed++
+			if r.kind == kindEntry {
+				w.entries, w.marked = w.consumed, g.marked
+			}
 		} else {
 			w.badRec = i
 		}
@@ -336,8 +346,11 @@ func checkGen(g *gen, gf genParts, schemaBytes []byte, verify bool, acked uint64
 		}
 		return nil, tailCut{}, corruptAt(g.dataPath, off, end, "generation ends before acknowledged position %d", acked)
 	}
-	g.size, g.idxSize = off, int64(1+consumed)*recSize
-	cut := tailCut{from: end, dataBytes: gf.dataSize - off, idxRecords: nFull - 1 - consumed}
+	// The index ends with the last entry kept: a synced record after it
+	// belongs to an append that was cut, and may hold no durable bytes (a
+	// failed fsync): the next append's records go in its place.
+	g.size, g.idxSize, g.marked = off, int64(1+w.entries)*recSize, w.marked
+	cut := tailCut{from: end, dataBytes: gf.dataSize - off, idxRecords: nFull - 1 - w.entries}
 	if bad != nil {
 		cut.why = bad.Error()
 	}

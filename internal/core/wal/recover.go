@@ -263,7 +263,7 @@ func (e *Engine) listGens(dir string) ([]uint64, map[string]int, error) {
 			changed = true
 			continue
 		}
-		if n == trimmedFileName || n == syncFailedFile {
+		if n == trimmedFileName || strings.HasPrefix(n, syncFailedPrefix) {
 			continue
 		}
 		if base, ok := parseRecycledName(n); ok {

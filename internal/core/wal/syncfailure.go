@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,10 +25,13 @@ import (
 // recovered from what is durable. Within the boot an operator who has
 // checked the disk removes the record by hand.
 
-// syncFailedFile names the record of a sync that failed during recovery.
-const syncFailedFile = "sync-failed"
+// syncFailedPrefix starts the name of the record of a sync that failed
+// during recovery: sync-failed-<boot id>, the boot in its name so that a
+// power cut that keeps the name and loses the content still tells which
+// boot it was (sync-failed where the system gives no boot id).
+const syncFailedPrefix = "sync-failed"
 
-// syncFailure is the content of the record.
+// syncFailure is the content of the record, for the operator.
 type syncFailure struct {
 	BootID string    `json:"boot_id"`
 	At     time.Time `json:"at"`
@@ -45,12 +47,20 @@ var bootID = func() string {
 	return strings.TrimSpace(string(b))
 }
 
+// syncFailedName is the record's name in the running boot.
+func syncFailedName() string {
+	if id := bootID(); id != "" && ValidateName(id) == nil {
+		return syncFailedPrefix + "-" + id
+	}
+	return syncFailedPrefix
+}
+
 // recordSyncFailure writes the record of a sync that failed during the
 // shard's recovery. The file's name is what matters within the boot, and
-// it is there as soon as it is written; its own syncs are attempted, but
+// it is there as soon as it is created; its own syncs are attempted, but
 // they may fail as the first did.
 func (s *shard) recordSyncFailure(cause error) {
-	p := filepath.Join(s.dir, syncFailedFile)
+	p := filepath.Join(s.dir, syncFailedName())
 	b, _ := json.Marshal(syncFailure{BootID: bootID(), At: s.e.opts.Clock.Now().UTC(), Error: cause.Error()})
 	err := os.WriteFile(p, append(b, '\n'), 0o644)
 	if err == nil {
@@ -61,30 +71,37 @@ func (s *shard) recordSyncFailure(cause error) {
 		err = errors.Join(err, durable.SyncDir(s.dir))
 	}
 	if err != nil {
-		s.e.opts.Logger.Error("wal: recording a failed sync (the shard is refused until the record is read back)", "file", p, "err", err)
+		s.e.opts.Logger.Error("wal: recording a failed sync (the shard is refused while its name is there in this boot)", "file", p, "err", err)
 	}
 }
 
 // checkSyncFailure refuses the shard while a sync failed during an earlier
-// recovery in this boot; it removes the record of one from an earlier boot.
+// recovery in this boot (or in a boot it cannot tell); it removes the
+// records of earlier boots.
 func (s *shard) checkSyncFailure() error {
-	p := filepath.Join(s.dir, syncFailedFile)
-	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	names, err := filepath.Glob(filepath.Join(s.dir, syncFailedPrefix+"*"))
 	if err != nil {
-		return unreadable(p, 0, s.trimmed+1, err)
+		return err
 	}
-	var r syncFailure
-	if json.Unmarshal(b, &r) == nil && r.BootID != "" && r.BootID != bootID() {
-		s.e.opts.Logger.Warn("wal: a sync failed during recovery before the last reboot; recovering from what the disk holds",
-			"table", s.t.name, "shard", s.id, "file", p, "at", r.At, "error", r.Error)
-		return durable.Remove(p)
+	for _, p := range names {
+		boot, named := strings.CutPrefix(filepath.Base(p), syncFailedPrefix+"-")
+		if named && boot != bootID() {
+			s.e.opts.Logger.Warn("wal: a sync failed during recovery in an earlier boot; recovering from what the disk holds",
+				"table", s.t.name, "shard", s.id, "file", p)
+			if err := durable.Remove(p); err != nil {
+				return err
+			}
+			continue
+		}
+		what := "its record's content was lost"
+		var r syncFailure
+		if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &r) == nil {
+			what = fmt.Sprintf("%s, at %s", r.Error, r.At.Format(time.RFC3339))
+		}
+		return corruptAt(p, 0, s.trimmed+1,
+			"a sync failed while recovering this shard (%s): its files may show data the disk never got; reboot, or check the disk and remove this file, then reopen", what)
 	}
-	return corruptAt(p, 0, s.trimmed+1,
-		"a sync failed while recovering this shard (%s, at %s): its files may show data the disk never got; reboot, or check the disk and remove this file, then reopen",
-		r.Error, r.At.Format(time.RFC3339))
+	return nil
 }
 
 // wrapSyncFailure records err if it is a failed sync of the shard's
@@ -92,7 +109,7 @@ func (s *shard) checkSyncFailure() error {
 func (s *shard) wrapSyncFailure(err error) error {
 	if errors.Is(err, durable.ErrSyncFailed) {
 		s.recordSyncFailure(err)
-		return fmt.Errorf("%w (recorded in %s)", err, filepath.Join(s.dir, syncFailedFile))
+		return fmt.Errorf("%w (recorded in %s)", err, filepath.Join(s.dir, syncFailedName()))
 	}
 	return err
 }

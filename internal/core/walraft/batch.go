@@ -2,6 +2,7 @@ package walraft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -77,7 +78,11 @@ func (f *fsm) applyRun(logs []*raft.Log, out []any) {
 		g := groups[k]
 		if g == nil {
 			g = &runGroup{key: k}
-			g.before, _ = f.lastPosition(ctx, c.Table, c.Shard)
+			var err error
+			if g.before, err = f.lastPosition(ctx, c.Table, c.Shard); errors.Is(err, errUndecidable) {
+				fillErr(out, f.fail(rec.Index, err).err)
+				return
+			}
 			groups[k], order = g, append(order, k)
 			rec.Run = append(rec.Run, runShard{Table: c.Table, Shard: c.Shard, Before: g.before})
 		}
@@ -201,8 +206,12 @@ func (f *fsm) entry(ctx context.Context, c command) (raw []byte, release func(),
 }
 
 // lastPosition is the shard's last position (0 with an error for an
-// unknown table or shard: its appends will be refused alike everywhere).
+// unknown table or shard: its appends will be refused alike everywhere;
+// errUndecidable when the shard's end is unknown).
 func (f *fsm) lastPosition(ctx context.Context, table string, shard int) (uint64, error) {
+	if err := f.shardEndKnown(ctx, table, shard); err != nil {
+		return 0, err
+	}
 	gens, err := f.eng.Generations(ctx, table, shard)
 	if err != nil {
 		return 0, err

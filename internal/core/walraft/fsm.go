@@ -136,15 +136,26 @@ func (f *fsm) Apply(l *raft.Log) any {
 	defer f.mu.RUnlock()
 	ctx := context.Background()
 	if p := f.pending; p != nil && p.Index == l.Index {
-		f.pending = nil
-		if !idempotent(c.Op) && !sameState(c.Op, f.fingerprint(ctx, c), p.FP) {
-			f.index.Store(l.Index) // it landed before the restart
-			return result{err: fmt.Errorf("raft index %d applied before a restart: %w", l.Index, ErrOutcomeUnknown)}
+		if !idempotent(c.Op) {
+			now, err := f.decidableFingerprint(ctx, c)
+			if err != nil {
+				return f.fail(l.Index, err) // the record stays: decided after a restart
+			}
+			if !sameState(c.Op, now, p.FP) {
+				f.pending = nil
+				f.index.Store(l.Index) // it landed before the restart
+				return result{err: fmt.Errorf("raft index %d applied before a restart: %w", l.Index, ErrOutcomeUnknown)}
+			}
 		}
+		f.pending = nil
 	}
 	rec := appliedRec{Index: l.Index, Pending: true}
 	if !idempotent(c.Op) {
-		rec.FP = f.fingerprint(ctx, c)
+		fp, err := f.decidableFingerprint(ctx, c)
+		if err != nil {
+			return f.fail(l.Index, err)
+		}
+		rec.FP = fp
 	}
 	if err := f.applied.write(rec); err != nil {
 		return f.fail(l.Index, err)
@@ -215,6 +226,40 @@ func lastField(fp string) string {
 		}
 	}
 	return fp
+}
+
+// errUndecidable marks a shard whose end recovery could not establish
+// (damage or a failed sync freezes it): whether a command in doubt landed
+// there cannot be told from its state, nor can a new command's fingerprint
+// be taken. The replica stops applying (fail) and decides after a restart.
+var errUndecidable = errors.New("the shard's end is unknown (damage or a failed sync); the replica stops applying until it is repaired and restarted")
+
+// decidableFingerprint is fingerprint, or errUndecidable for a shard command
+// on a shard whose end is unknown.
+func (f *fsm) decidableFingerprint(ctx context.Context, c command) (string, error) {
+	if c.Op != opAdvance {
+		if err := f.shardEndKnown(ctx, c.Table, c.Shard); err != nil {
+			return "", err
+		}
+	}
+	return f.fingerprint(ctx, c), nil
+}
+
+// shardEndKnown returns errUndecidable, naming the damage, when the shard
+// lists damage that reaches its end (not a quarantined range: the shard
+// goes on after it). An unknown table or shard is not an error here: its
+// commands are refused alike everywhere.
+func (f *fsm) shardEndKnown(ctx context.Context, table string, shard int) error {
+	st, err := f.eng.Stats(ctx, table, nil)
+	if err != nil || shard < 0 || shard >= len(st.Shards) {
+		return nil
+	}
+	for _, d := range st.Shards[shard].Damage {
+		if d.Last == 0 && d.Quarantined == "" {
+			return fmt.Errorf("%s shard %d: %s: %w", table, shard, d, errUndecidable)
+		}
+	}
+	return nil
 }
 
 func (f *fsm) apply(ctx context.Context, c command) result {

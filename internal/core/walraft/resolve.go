@@ -2,6 +2,7 @@ package walraft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -23,6 +24,9 @@ func (f *fsm) resolveRun(logs raft.LogStore) error {
 	skip := map[runKey]uint64{}
 	for _, rs := range r.Run {
 		cur, err := f.lastPosition(ctx, rs.Table, rs.Shard)
+		if errors.Is(err, errUndecidable) {
+			return err
+		}
 		if err != nil {
 			continue // unknown table or shard: its appends were refused
 		}
