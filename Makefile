@@ -190,7 +190,7 @@ qualify-replicated: oracle
 ## test` runs 3 cuts; POWERLOSS_SEED replays a failed run (the failure
 ## prints its seed); COMPOUND is the share of compound sequences (percent).
 CUTS ?= 300
-COMPOUND ?= 70
+COMPOUND ?= 90
 POWERLOSS_SEED ?=
 powerloss: oracle
 	WALCTL_POWERLOSS_CUTS=$(CUTS) WALCTL_POWERLOSS_COMPOUND=$(COMPOUND) WALCTL_POWERLOSS_SEED=$(POWERLOSS_SEED) $(GO) test -count=1 -v -timeout 300m -run '^TestPowerLoss$$' ./internal/powerloss
