@@ -12,7 +12,7 @@ import (
 )
 
 // execWait is how long an executor fault waits for an executor to run.
-const execWait = 10 * time.Second
+const execWait = 30 * time.Second
 
 // execFault is an executor fault in flight. Executors come and go, so it
 // waits in the background (the schedule goes on) up to execWait for one:

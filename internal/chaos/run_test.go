@@ -180,7 +180,7 @@ func (s *system) apply(ev event) error {
 
 // armWait is how long an injected I/O fault that has not fired by the end
 // of its hold is given still.
-const armWait = 15 * time.Second
+const armWait = 30 * time.Second
 
 // settleArmed restarts clean a member whose injected fault outlived its
 // hold once it fired, or once armWait is over (then it did not fire).

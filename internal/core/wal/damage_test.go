@@ -290,3 +290,37 @@ func TestFailedEpochSyncIsSticky(t *testing.T) {
 		t.Fatalf("trim after a failed epoch fsync: %v", err)
 	}
 }
+
+// TestTableDirectorySyncFailsAtOpen: the sync that makes a table's
+// registration and epoch durable fails at open. The table is then
+// unavailable (an I/O failure, exit 5: retried, not reported as damage)
+// for that engine's life; other tables work; the next open serves it.
+func TestTableDirectorySyncFailsAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	e := openTest(t, dir, Options{})
+	mustCreate(t, e, "a", 1)
+	mustCreate(t, e, "b", 1)
+	mustAppend(t, e, "a", 0, 1, 1)
+	e.Close()
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable(durable.FailSync+"=error@1*1", ""); err != nil { // the first directory sync: table a's
+		t.Fatal(err)
+	}
+	e = openTest(t, dir, Options{})
+	failpoint.Reset()
+	if _, err := e.Epoch(ctx, "a"); !errors.Is(err, ErrIO) || errors.Is(err, ErrCorruptEntry) {
+		t.Fatalf("epoch of a table whose directory sync failed at open: %v; want an I/O failure", err)
+	}
+	if d := e.Damage(); len(d) != 0 {
+		t.Fatalf("a failed sync reported as damage: %v", d)
+	}
+	if pos := mustAppend(t, e, "b", 0, 1, 1); pos != 1 {
+		t.Fatalf("other table: %d", pos)
+	}
+	e.Close()
+	e = openTest(t, dir, Options{})
+	if ids := readIDs(t, e, "a", 0, 1, 0); len(ids) != 1 {
+		t.Fatalf("after the next open: %v", ids)
+	}
+}

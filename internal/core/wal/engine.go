@@ -90,6 +90,10 @@ type Engine struct {
 	// badTables reports tables whose registration or epoch is damaged:
 	// every call naming one fails with its report (exit 6).
 	badTables []DamageReport
+	// unsynced holds the tables whose directory could not be made durable
+	// at open (a failed fsync): every call naming one fails with it, as an
+	// I/O failure, until the WAL is reopened.
+	unsynced map[string]error
 
 	wake       chan struct{}
 	stop       chan struct{}
@@ -154,6 +158,15 @@ func (e *Engine) recover() error {
 		if de.IsDir() && ValidateName(name) == nil {
 			t, err = e.loadTable(filepath.Join(td, name), name)
 		}
+		if errors.Is(err, durable.ErrSyncFailed) {
+			e.opts.Logger.Error("wal: a table's directory cannot be made durable: every call on the table fails until the WAL is reopened",
+				"table", name, "err", err)
+			if e.unsynced == nil {
+				e.unsynced = map[string]error{}
+			}
+			e.unsynced[name] = err
+			continue
+		}
 		var ce *corruptError
 		if errors.As(err, &ce) {
 			rep := DamageReport{Table: name, Shard: -1, First: 1, File: ce.File, Offset: ce.Offset, Detail: ce.Detail}
@@ -206,6 +219,9 @@ func (e *Engine) table(name string) (*table, error) {
 			return nil, fmt.Errorf("table %q: registration damaged: %s: byte %d: %s: %w", name, d.File, d.Offset, d.Detail, ErrCorruptEntry)
 		}
 	}
+	if err := e.unsynced[name]; err != nil {
+		return nil, fmt.Errorf("table %q: its registration and epoch could not be made durable at open (reopen the WAL once the disk works): %v: %w", name, err, ErrIO)
+	}
 	return nil, fmt.Errorf("table %q: %w", name, ErrUnknownTable)
 }
 
@@ -235,7 +251,7 @@ func (e *Engine) CreateTable(ctx context.Context, name string, schema *arrow.Sch
 		return TableInfo{}, err
 	}
 	defer e.life.RUnlock()
-	if _, err := e.table(name); errors.Is(err, ErrCorruptEntry) {
+	if _, err := e.table(name); errors.Is(err, ErrCorruptEntry) || errors.Is(err, ErrIO) {
 		return TableInfo{}, err
 	}
 	e.mu.Lock()
@@ -263,7 +279,7 @@ func (e *Engine) CreateTable(ctx context.Context, name string, schema *arrow.Sch
 	}
 	t, err := e.loadTable(filepath.Join(e.tablesDir(), name), name)
 	if err != nil {
-		return TableInfo{}, err
+		return TableInfo{}, fmt.Errorf("create table %q: %w: %w", name, err, ErrIO)
 	}
 	e.tables[name] = t
 	return t.info(), nil

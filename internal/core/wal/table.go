@@ -134,7 +134,7 @@ func (e *Engine) loadTable(dir, name string) (*table, error) {
 	// have died between renaming a new epoch into place and syncing the
 	// directory (DESIGN.md §3 rule 22).
 	if err := durable.SyncDir(dir); err != nil {
-		return nil, corruptAt(dir, 0, 0, "the table directory cannot be made durable: %v", err)
+		return nil, err
 	}
 	if t.epoch, err = readUint(dir, epochFileName); err != nil {
 		var ce *corruptError
