@@ -119,7 +119,7 @@ func (p *producer) allColumnsMatch() {
 		t.Fatalf("official reader: %d ids, %d bodies, %d vecs; %d ACKed", len(ids), len(bodies), len(vecs), len(p.acked))
 	}
 	for i, raw := range ids {
-		id, err := exactlyonce.ParseID(raw)
+		id, err := oracle.ParseInt64(raw)
 		if err != nil {
 			t.Fatalf("row %d: %v", i, err)
 		}

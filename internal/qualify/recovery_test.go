@@ -261,11 +261,9 @@ func checkOracle(ctx context.Context, t *testing.T, root string, want map[int64]
 	if len(ids) != len(want) || len(bodies) != len(want) || len(vecs) != len(want) {
 		t.Fatalf("official reader: columns of %d/%d/%d values", len(ids), len(bodies), len(vecs))
 	}
-	parsed := make([]int64, len(ids))
-	for i, raw := range ids {
-		if parsed[i], err = exactlyonce.ParseID(raw); err != nil {
-			t.Fatal(err)
-		}
+	parsed, err := d.Int64s("id")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := exactlyonce.Check(parsed, want).Err(); err != nil {
 		t.Fatalf("official reader: %v", err)

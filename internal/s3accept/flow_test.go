@@ -58,13 +58,9 @@ func idsAt(ctx context.Context, t *testing.T, o *oracle.Oracle, table string, v 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := make([]int64, 0, len(d.Columns["id"]))
-	for _, raw := range d.Columns["id"] {
-		id, err := exactlyonce.ParseID(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
+	ids, err := d.Int64s("id")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ids
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/walctl/walctl/internal/core/lance/oracle"
-	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
 // walctlRow is one row of `walctl table read --output json` on the
@@ -43,7 +42,7 @@ func sameRowsAsWalctl(ctx context.Context, t *testing.T, s *site, o *oracle.Orac
 		t.Fatalf("official reader: %d rows, columns %v; walctl: %d rows", d.NumRows, d.Schema, len(mine.Rows))
 	}
 	for i, raw := range d.Columns["id"] {
-		id, err := exactlyonce.ParseID(raw)
+		id, err := oracle.ParseInt64(raw)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/walctl/walctl/internal/core/synth"
 	"github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/core/walflight"
-	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
 var arrowSchema = arrow.NewSchema([]arrow.Field{
@@ -159,7 +158,7 @@ func oracleIDs(ctx context.Context, t *testing.T, path string) ([]int64, [][32]b
 	ids := make([]int64, len(rawIDs))
 	bodies := make([][32]byte, len(rawIDs))
 	for i := range rawIDs {
-		if ids[i], err = exactlyonce.ParseID(rawIDs[i]); err != nil {
+		if ids[i], err = oracle.ParseInt64(rawIDs[i]); err != nil {
 			t.Fatal(err)
 		}
 		var body string

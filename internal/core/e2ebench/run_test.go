@@ -14,7 +14,6 @@ import (
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 	"github.com/walctl/walctl/internal/core/wal"
 	"github.com/walctl/walctl/internal/core/worker"
-	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
 // A short real run (embedded etcd, WAL engine, worker, all real): every
@@ -63,7 +62,7 @@ func TestRunPublishesEveryAckedEntry(t *testing.T) {
 	}
 	seen := map[int64]bool{}
 	for _, raw := range d.Columns["id"] {
-		id, err := exactlyonce.ParseID(raw)
+		id, err := oracle.ParseInt64(raw)
 		if err != nil {
 			t.Fatal(err)
 		}

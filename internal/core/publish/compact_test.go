@@ -12,7 +12,6 @@ import (
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
-	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
 // acquireRetry takes the table's claim, waiting while another holds it.
@@ -95,7 +94,7 @@ func TestCompactUnderRacingWorker(t *testing.T) {
 	}
 	var ids []int64
 	for _, raw := range d.Columns["id"] {
-		id, err := exactlyonce.ParseID(raw)
+		id, err := oracle.ParseInt64(raw)
 		if err != nil {
 			t.Fatal(err)
 		}

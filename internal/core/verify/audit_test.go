@@ -16,7 +16,6 @@ import (
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 	"github.com/walctl/walctl/internal/core/publish"
-	"github.com/walctl/walctl/internal/testutil/exactlyonce"
 )
 
 // published is one row of the table as walctl published it: its content
@@ -205,7 +204,7 @@ func sameAsOfficial(t *testing.T, e *env, dump func(context.Context, string, ora
 	}
 	want := map[int64]int{}
 	for _, raw := range d.Columns["id"] {
-		id, err := exactlyonce.ParseID(raw)
+		id, err := oracle.ParseInt64(raw)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,10 +15,8 @@ package exactlyonce
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 )
@@ -106,29 +104,12 @@ func OracleIDsAt(ctx context.Context, o *oracle.Oracle, path string, v uint64) (
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]int64, 0, len(d.Columns["id"]))
-	for _, raw := range d.Columns["id"] {
-		id, err := ParseID(raw)
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
+	ids, err := d.Int64s("id")
+	if err != nil {
+		return nil, err
 	}
 	if d.CountRows != len(ids) {
 		return nil, fmt.Errorf("official reader: count_rows %d, %d ids scanned", d.CountRows, len(ids))
 	}
 	return ids, nil
-}
-
-// ParseID decodes an int64 as the official reader prints it (a JSON string).
-func ParseID(raw json.RawMessage) (int64, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return 0, fmt.Errorf("id %s: %v", raw, err)
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("id %q: %v", s, err)
-	}
-	return id, nil
 }

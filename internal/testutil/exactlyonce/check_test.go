@@ -29,12 +29,3 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
-
-func TestParseID(t *testing.T) {
-	if id, err := ParseID([]byte(`"9007199254740993"`)); err != nil || id != 9007199254740993 {
-		t.Fatalf("ParseID: %d, %v", id, err)
-	}
-	if _, err := ParseID([]byte(`12`)); err == nil {
-		t.Fatal("a bare number is not how the reader prints an int64: want an error")
-	}
-}

@@ -152,6 +152,33 @@ type Dump struct {
 	Columns   map[string][]json.RawMessage `json:"columns"`
 }
 
+// Int64s decodes the int64 column col of the dump.
+func (d *Dump) Int64s(col string) ([]int64, error) {
+	vals := make([]int64, len(d.Columns[col]))
+	for i, raw := range d.Columns[col] {
+		v, err := ParseInt64(raw)
+		if err != nil {
+			return nil, fmt.Errorf("column %s, row %d: %w", col, i, err)
+		}
+		vals[i] = v
+	}
+	return vals, nil
+}
+
+// ParseInt64 decodes an int64 as the official reader prints it: a JSON
+// string, since JavaScript numbers stop being exact past 2^53.
+func ParseInt64(raw json.RawMessage) (int64, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, fmt.Errorf("int64 %s: %v", raw, err)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("int64 %q: %v", s, err)
+	}
+	return v, nil
+}
+
 // DumpOptions select the version, filter and columns of a dump.
 type DumpOptions struct {
 	Version uint64

@@ -1,7 +1,9 @@
 package oracle
 
 import (
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/walctl/walctl/internal/core/errs"
@@ -31,5 +33,18 @@ func TestS3OptionsAllowHTTPOnlyForHTTP(t *testing.T) {
 	}
 	if o := S3Options("https://s3.example", "eu-west-1", "AK", "SK"); o["allow_http"] != "" || o["aws_region"] != "eu-west-1" {
 		t.Fatalf("https endpoint: %v", o)
+	}
+}
+
+func TestParseInt64(t *testing.T) {
+	if v, err := ParseInt64([]byte(`"9007199254740993"`)); err != nil || v != 9007199254740993 {
+		t.Fatalf("ParseInt64: %d, %v", v, err)
+	}
+	if _, err := ParseInt64([]byte(`12`)); err == nil {
+		t.Fatal("a bare number is not how the reader prints an int64: want an error")
+	}
+	d := &Dump{Columns: map[string][]json.RawMessage{"id": {[]byte(`"1"`), []byte(`"x"`)}}}
+	if _, err := d.Int64s("id"); err == nil || !strings.Contains(err.Error(), "row 1") {
+		t.Fatalf("Int64s of a bad row: %v, want an error naming row 1", err)
 	}
 }
