@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/user"
 
 	"github.com/spf13/cobra"
 
@@ -26,7 +24,7 @@ type RevokeOptions struct {
 
 // NewCmdRevoke returns `claim revoke`.
 func NewCmdRevoke(f *cmdutil.Factory, runF func(context.Context, *RevokeOptions) error) *cobra.Command {
-	opts := &RevokeOptions{deps: newDeps(f), ErrOut: f.IOStreams.ErrOut, Actor: actor()}
+	opts := &RevokeOptions{deps: newDeps(f), ErrOut: f.IOStreams.ErrOut, Actor: cmdutil.Actor("claim revoke")}
 	cmd := &cobra.Command{
 		Use:   "revoke --table T [--expect-revision REV] [--reason TEXT]",
 		Short: "Revoke a table's claim (fenced, audited)",
@@ -74,13 +72,4 @@ func revokeRun(ctx context.Context, opts *RevokeOptions) error {
 	fmt.Fprintf(opts.ErrOut, "revoked the claim of %s held by %s: the holder stops publishing; the next claimant advances the epoch past %d and fences the table\n",
 		res.Claim.Table, res.Claim.Owner.ID, res.Claim.Epoch)
 	return err
-}
-
-func actor() string {
-	name := "unknown"
-	if u, err := user.Current(); err == nil {
-		name = u.Username
-	}
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s@%s (walctl claim revoke, pid %d)", name, host, os.Getpid())
 }

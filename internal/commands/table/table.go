@@ -19,7 +19,8 @@ func NewCmdTable(f *cmdutil.Factory) *cobra.Command {
 		Short: "Register, list, describe and read tables; their lineage",
 	}
 	cmd.AddCommand(NewCmdCreate(f, nil), NewCmdDescribe(f, nil), NewCmdList(f, nil), NewCmdRead(f, nil),
-		NewCmdHistory(f, nil), NewCmdLocate(f, nil), NewCmdCompact(f, nil), NewCmdClean(f, nil))
+		NewCmdHistory(f, nil), NewCmdLocate(f, nil), NewCmdCompact(f, nil), NewCmdClean(f, nil),
+		NewCmdStopped(f, nil), NewCmdResume(f, nil))
 	return cmd
 }
 

@@ -3,8 +3,6 @@ package wal
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -115,7 +113,7 @@ func quarantineRun(ctx context.Context, opts *QuarantineOptions) error {
 		return fmt.Errorf("wal quarantine needs the WAL directory %s, which another process serves: stop it first (the quarantine must not race its appends and reads): %w", opts.WALDir, errs.ErrConflict)
 	}
 	res, err := eng.Quarantine(ctx, corewal.QuarantineRequest{Table: opts.Table, Shard: opts.Shard, Generation: opts.Generation,
-		Force: opts.Force, Reason: opts.Reason, Actor: actor()})
+		Force: opts.Force, Reason: opts.Reason, Actor: cmdutil.Actor("wal quarantine")})
 	if err != nil {
 		return err
 	}
@@ -142,13 +140,4 @@ func nextSteps(res corewal.QuarantineResult, shardDir string) string {
 		"publication of the shard stops before position %d. Next: restore the files from a copy (move them from %s back into %s "+
 		"and delete that directory; the next open verifies them), or leave the shard stopped at the gap — walctl never skips records",
 		res.First, res.Last, res.Table, res.Shard, res.First, res.Dir, shardDir)
-}
-
-func actor() string {
-	name := "unknown"
-	if u, err := user.Current(); err == nil {
-		name = u.Username
-	}
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s@%s (walctl wal quarantine, pid %d)", name, host, os.Getpid())
 }

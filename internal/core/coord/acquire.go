@@ -92,8 +92,10 @@ func (c *Client) Acquire(ctx context.Context, table string, owner Owner, opts ..
 var errReservationMoved = fmt.Errorf("reservation changed during the claim attempt: %w", errs.ErrConflict)
 
 func (c *Client) tryAcquire(ctx context.Context, table string, owner Owner, o acquireOptions) (*Claim, error) {
-	ck, rk := c.ClaimKey(table), c.ReservationKey(table)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)}
+	ck, rk, sk := c.ClaimKey(table), c.ReservationKey(table), c.StopKey(table)
+	// No owner of any kind claims a table a storage failure stopped
+	// (rule 24).
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0), clientv3.Compare(clientv3.CreateRevision(sk), "=", 0)}
 	if owner.Kind == OwnerCatchup {
 		cmp, err := c.reservedFor(ctx, table, owner.JobID)
 		if err != nil {
@@ -127,7 +129,7 @@ func (c *Client) tryAcquire(ctx context.Context, table string, owner Owner, o ac
 	resp, err := c.cli.Txn(cctx).
 		If(cmps...).
 		Then(clientv3.OpPut(ck, mustJSON(rec), clientv3.WithLease(g.ID))).
-		Else(clientv3.OpGet(ck), clientv3.OpGet(rk)).
+		Else(clientv3.OpGet(ck), clientv3.OpGet(rk), clientv3.OpGet(sk)).
 		Commit()
 	cancel()
 	if err != nil {
@@ -198,6 +200,13 @@ func (c *Client) reservedFor(ctx context.Context, table, jobID string) (clientv3
 // lost explains a failed claim transaction from its Else reads.
 func (c *Client) lost(table string, owner Owner, resp *clientv3.TxnResponse) error {
 	ck, rk := c.ClaimKey(table), c.ReservationKey(table)
+	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
+		info, err := decodeStop(c.StopKey(table), kvs[0].Value, kvs[0].ModRevision)
+		if err != nil {
+			return err
+		}
+		return &StopError{Info: info}
+	}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		rec, err := decodeClaim(ck, kvs[0].Value)
 		if err != nil {

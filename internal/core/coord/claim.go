@@ -166,12 +166,22 @@ func (cl *Claim) Valid(ctx context.Context) error {
 	if err := cl.checkLocal(); err != nil {
 		return err
 	}
+	// One linearizable read of the claim and of the table's storage stop.
+	sk := cl.c.StopKey(cl.table)
 	cctx, cancel := cl.c.callCtx(ctx)
-	resp, err := cl.c.cli.Get(cctx, cl.key)
+	tr, err := cl.c.cli.Txn(cctx).Then(clientv3.OpGet(cl.key), clientv3.OpGet(sk)).Commit()
 	cancel()
 	if err != nil {
 		return cl.c.unavailable(ctx, "validate claim on table "+cl.table, err)
 	}
+	if kvs := tr.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		info, err := decodeStop(sk, kvs[0].Value, kvs[0].ModRevision)
+		if err != nil {
+			return err
+		}
+		return &StopError{Info: info}
+	}
+	resp := tr.Responses[0].GetResponseRange()
 	if len(resp.Kvs) == 0 {
 		return cl.lose(fmt.Errorf("table %s: claim revision %d is gone: %w", cl.table, cl.rev, ErrNotOwner))
 	}

@@ -123,6 +123,8 @@ type AuditRecord struct {
 	At     time.Time `json:"at"`
 	// Claim is the revoked claim as it was.
 	Claim ClaimInfo `json:"claim"`
+	// Stop is the storage stop a resume-table lifted, as it was.
+	Stop *StopRecord `json:"stop,omitempty"`
 }
 
 type auditRecord struct {

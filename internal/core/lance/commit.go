@@ -126,9 +126,11 @@ func (d *Dataset) Commit(ctx context.Context, req CommitRequest) (*CommitResult,
 			return nil, fmt.Errorf("%s: index section: %w", parent.Path, err)
 		}
 	}
-	v2 := d.usesV2Naming(parent.Version)
+	// Version N+1 takes the naming of the N actually read (rule 23): two
+	// writers on one parent then create one key, and the conditional
+	// create lets exactly one of them win.
 	file := encodeManifestFile(next, txn.Encode(), index)
-	if err := d.putManifest(ctx, next.Version, v2, file); err != nil {
+	if err := d.putManifest(ctx, next.Version, parent.V2Naming, file); err != nil {
 		return nil, err
 	}
 	return &CommitResult{Version: next.Version, TxnID: req.TxnID, FragmentIDs: fragIDs}, nil
@@ -316,26 +318,15 @@ func (d *Dataset) newFragments(parent *Manifest, files []Descriptor) ([]lancepb.
 	return out, nil
 }
 
-// usesV2Naming follows the naming scheme of the parent's manifest, as the
-// official writer does (V2 for new datasets, on local disks and object
-// stores alike).
-func (d *Dataset) usesV2Naming(parent uint64) bool {
-	_, err := d.store.Stat(context.Background(), versionsDir+"/"+manifestName(parent, false))
-	return err != nil
-}
-
-// putManifest is put-if-not-exists of version v through the store: on a
-// local directory a temp file, fsync, link(2) to the final name (EEXIST =
-// lost race), fsync of _versions; on S3 a PUT with If-None-Match: * (412 or
-// 409 = lost race). A failure after the manifest may have become visible
+// putManifest is put-if-not-exists of version v, named as its parent is,
+// through the store: on a local directory a temp file, fsync, link(2) to
+// the final name (EEXIST = lost race), fsync of _versions; on S3 a PUT
+// with If-None-Match: * (412 or 409 = lost race). A failure after the manifest may have become visible
 // (a failed fsync after the link, a timeout or 5xx after the PUT was sent)
 // is ErrCommitUnknown: resolve it by re-reading (FindTransaction), never
 // by writing again.
 func (d *Dataset) putManifest(ctx context.Context, v uint64, v2 bool, data []byte) error {
 	key := versionsDir + "/" + manifestName(v, v2)
-	if _, err := d.store.Stat(ctx, versionsDir+"/"+manifestName(v, !v2)); err == nil {
-		return fmt.Errorf("version %d of %s: %w", v, d.root, ErrCommitConflict)
-	}
 	h := &objstore.Hooks{}
 	if d.Hooks.BeforeLink != nil {
 		h.BeforePublish = func(ctx context.Context) error { return d.Hooks.BeforeLink(ctx, v) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -150,5 +151,23 @@ func TestBeforeLinkFaultCommitsNothing(t *testing.T) {
 	}
 	if v, _ := d.LatestVersion(); v != 1 {
 		t.Fatalf("latest %d after a fault before link", v)
+	}
+}
+
+// A version with two manifests (one per naming) had two winners: the
+// listing refuses to choose, naming both files.
+func TestVersionWithTwoManifestsIsCorrupt(t *testing.T) {
+	d := newDataset(t, small, FileVersion2_0)
+	ctx := testCtx(t)
+	raw, err := d.store.Get(ctx, versionsDir+"/"+manifestName(1, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.store.Put(ctx, versionsDir+"/"+manifestName(1, false), raw); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.LatestVersion()
+	if !errors.Is(err, ErrCorruptManifest) || !strings.Contains(err.Error(), "1.manifest") || !strings.Contains(err.Error(), manifestName(1, true)) {
+		t.Fatalf("latest of a version with two manifests: %v; want ErrCorruptManifest naming both", err)
 	}
 }

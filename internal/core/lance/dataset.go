@@ -108,6 +108,13 @@ func (d *Dataset) Versions() ([]VersionInfo, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			// Two winners of one version (rule 23): which one readers see
+			// depends on the reader, so nothing is built on either.
+			return nil, fmt.Errorf("version %d has two manifests, %s and %s: %w", out[i].Version, out[i-1].Path, out[i].Path, ErrCorruptManifest)
+		}
+	}
 	return out, nil
 }
 
@@ -143,6 +150,7 @@ func (d *Dataset) Manifest(v uint64) (*Manifest, error) {
 		if m.Version != v {
 			return nil, fmt.Errorf("%s: file name says version %d, manifest says %d: %w", p, v, m.Version, ErrCorruptManifest)
 		}
+		m.V2Naming = v2
 		return m, nil
 	}
 	return nil, fmt.Errorf("%s: version %d: %w", d.root, v, ErrVersionNotFound)

@@ -21,6 +21,9 @@ type Manifest struct {
 	Version uint64
 	// Path is the manifest file's path.
 	Path string
+	// V2Naming tells whether the file is named {u64::MAX - v}.manifest; the
+	// next version is created under the same naming.
+	V2Naming bool
 	// Timestamp is when the version was committed (zero if unrecorded).
 	Timestamp time.Time
 	// Config is the manifest's config map (never nil).

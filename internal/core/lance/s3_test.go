@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/core/lance/oracle/oracletest"
 	"github.com/walctl/walctl/internal/core/objstore"
@@ -162,4 +165,101 @@ func TestS3OfficialAppendThenWalctl(t *testing.T) {
 	if res.Version != 4 {
 		t.Fatalf("walctl's append made version %d, want 4", res.Version)
 	}
+}
+
+// headFailsOnce is a store whose next Stat (an S3 HEAD) of a manifest fails
+// with a 503 once armed, as a loaded store answers now and then.
+type headFailsOnce struct {
+	objstore.Store
+	armed atomic.Bool
+}
+
+func (s *headFailsOnce) Stat(ctx context.Context, key string) (objstore.Info, error) {
+	if strings.HasPrefix(key, versionsDir+"/") && s.armed.CompareAndSwap(true, false) {
+		return objstore.Info{}, fmt.Errorf("HEAD %s: 503 Slow Down: %w", s.Join(key), errs.ErrUnavailable)
+	}
+	return s.Store.Stat(ctx, key)
+}
+
+// Issue 31, finding 1. A table whose manifests use the plain N.manifest
+// naming; two writers race for version 2 on parent 1, and one of them saw a
+// HEAD fail. The naming of version 2 is that of the version 1 each writer
+// read, so both create the same key and the conditional create lets exactly
+// one win: the other loses the race and its retry commits version 3. (The
+// naming used to be chosen by a HEAD of the parent's plain name: a failed
+// HEAD chose the other naming and both writers won version 2.)
+func TestS3PlainNamedTableHasOneWinnerWhenAHeadFails(t *testing.T) {
+	srv := s3server.Start(t, s3server.Options{})
+	ctx := testCtx(t)
+	st := s3Store(t, srv, srv.Endpoint).Sub("t.lance")
+	if _, err := CreateStore(st, small, CreateOptions{FileVersion: FileVersion2_0}); err != nil {
+		t.Fatal(err)
+	}
+	// Rename version 1 to the plain naming, as older writers left it.
+	v1, err := st.Get(ctx, versionsDir+"/"+manifestName(1, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, versionsDir+"/"+manifestName(1, false), v1); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, versionsDir+"/"+manifestName(1, true)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenStore(s3Store(t, srv, srv.Endpoint).Sub("t.lance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flaky := &headFailsOnce{Store: s3Store(t, srv, srv.Endpoint).Sub("t.lance")}
+	b, err := OpenStore(flaky)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := make([]CommitRequest, 2)
+	for i, d := range []*Dataset{a, b} {
+		r := smallBatch(i*100, 100)
+		reqs[i] = CommitRequest{ParentVersion: 1, Kind: Append, Files: []Descriptor{writeFile(t, d, r)}, TxnID: fmt.Sprintf("txn-%d", i)}
+		r.Release()
+	}
+	// Writer B gets as far as its PUT; writer A commits in that moment.
+	var errA error
+	b.Hooks.BeforeLink = func(ctx context.Context, v uint64) error {
+		_, errA = a.Commit(ctx, reqs[0])
+		return nil
+	}
+	flaky.armed.Store(true)
+	_, errB := b.Commit(ctx, reqs[1])
+	b.Hooks.BeforeLink = nil
+	if errA != nil {
+		t.Fatalf("writer A: %v", errA)
+	}
+	if !errors.Is(errB, ErrCommitConflict) {
+		t.Fatalf("writer B: %v; want a lost race (ErrCommitConflict): both writers won version 2", errB)
+	}
+	res, err := b.CommitLatest(ctx, reqs[1], 3)
+	if err != nil || res.Version != 3 {
+		t.Fatalf("the loser's retry: %+v, %v; want version 3", res, err)
+	}
+	vs, err := a.Versions()
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("versions: %+v, %v; want 1, 2, 3 once each", vs, err)
+	}
+	for _, v := range vs {
+		if v.V2Naming {
+			t.Fatalf("version %d is %s: created under a naming other than its parent's", v.Version, v.Path)
+		}
+	}
+	if txn, ok, err := mustManifest(t, a, 2).Transaction(a.store); err != nil || !ok || txn.UUID != "txn-0" {
+		t.Fatalf("version 2's transaction: %+v %v %v; want writer A's", txn, ok, err)
+	}
+	wantIDs(t, "official", oracleIDs(t, s3Oracle(t, srv), a.Root()), 200)
+}
+
+func mustManifest(t *testing.T, d *Dataset, v uint64) *Manifest {
+	t.Helper()
+	m, err := d.Manifest(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -59,7 +59,8 @@ func (s *Session) publish(ctx context.Context, res *Result, plan *Plan, prep *Pr
 
 // beforeCommit runs the checks every commit attempt repeats: rule 7 (the
 // prepared files, immediately before the attempt; a damaged attempt is
-// retired), the early WAL-epoch abort, the caller's guard and the claim.
+// retired), the early WAL-epoch abort, the caller's guard, and the claim
+// with the table's storage stop.
 func (s *Session) beforeCommit(ctx context.Context, plan *Plan, prep *Prepared) error {
 	if err := s.verify(prep); err != nil {
 		_ = s.store.RetireAttempt(ctx, prep, s.guard)
@@ -81,7 +82,9 @@ func (s *Session) beforeCommit(ctx context.Context, plan *Plan, prep *Prepared) 
 			return err
 		}
 	}
-	return s.claim.Err()
+	// The claim, read linearizably with the table's fleet-wide storage
+	// stop: no commit after another process's fsync failed (rule 24).
+	return s.claim.Valid(ctx)
 }
 
 // commitWatermarks are the parent's watermarks advanced by the plan's
@@ -202,8 +205,14 @@ func (s *Session) findPlan(planID string, after uint64) (uint64, uint64, bool, e
 func (s *Session) finish(ctx context.Context, res *Result, plan *Plan, outcome Outcome, version uint64) (*Result, error) {
 	res.Outcome, res.Version = outcome, version
 	if version != 0 {
-		if _, err := s.ds.Manifest(version); err != nil {
+		// Confirmed by its own plan id (rule 23): a version that answered
+		// this commit but records another plan had two winners.
+		m, err := s.ds.Manifest(version)
+		if err != nil {
 			return res, fmt.Errorf("confirm version %d durable: %w", version, err)
+		}
+		if m.Config[KeyPlan] != plan.ID {
+			return res, fmt.Errorf("confirm version %d: it records plan %q, this commit was plan %s: %w", version, m.Config[KeyPlan], plan.ID, errs.ErrCorrupt)
 		}
 		s.log.Info("published", "plan", plan.ID, "version", version, "rows", res.Rows, "files", len(res.Files))
 	}
@@ -229,6 +238,10 @@ func (s *Session) finish(ctx context.Context, res *Result, plan *Plan, outcome O
 	}
 	res.Watermarks = st.Watermarks
 	res.Trimmed = Watermarks{}
+	// No trim through a version another process's failed fsync may cover.
+	if err := s.claim.Valid(ctx); err != nil {
+		return res, err
+	}
 	for _, r := range plan.Ranges {
 		w := st.Watermarks[r.Shard]
 		if w == 0 {

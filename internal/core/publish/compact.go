@@ -66,27 +66,35 @@ type CompactResult struct {
 // records the committer. Cancellation stops before the next commit; a file
 // written for a lost commit stays unreferenced until `table clean`.
 func (s *Session) Compact(ctx context.Context, targetBytes int64) (*CompactResult, error) {
+	res := &CompactResult{Table: s.table, Groups: []CompactGroup{}}
+	if err := s.p.stopped.check(s.table); err != nil {
+		return res, err
+	}
+	err := s.compact(ctx, targetBytes, res)
+	return res, s.p.stopped.note(s.table, err)
+}
+
+func (s *Session) compact(ctx context.Context, targetBytes int64, res *CompactResult) error {
 	if targetBytes <= 0 {
 		targetBytes = DefaultCompactBytes
 	}
-	res := &CompactResult{Table: s.table, Groups: []CompactGroup{}}
 	if err := s.ensureFenced(ctx); err != nil {
-		return res, err
+		return err
 	}
 	res.Epoch = s.epoch
 	for lost := 0; lost < s.p.cfg.CommitAttempts; {
 		m, err := s.ds.Latest()
 		if err != nil {
-			return res, err
+			return err
 		}
 		st, err := ParseState(m.Config)
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.Watermarks = st.Watermarks
 		run := smallRun(m, targetBytes)
 		if len(run) < 2 {
-			return res, nil
+			return nil
 		}
 		g, err := s.compactRun(ctx, m, run)
 		if errors.Is(err, lance.ErrCommitConflict) {
@@ -94,11 +102,11 @@ func (s *Session) Compact(ctx context.Context, targetBytes int64) (*CompactResul
 			continue
 		}
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.Groups = append(res.Groups, *g)
 	}
-	return res, fmt.Errorf("compact %s: still contended after %d attempts: %w", s.table, s.p.cfg.CommitAttempts, errs.ErrConflict)
+	return fmt.Errorf("compact %s: still contended after %d attempts: %w", s.table, s.p.cfg.CommitAttempts, errs.ErrConflict)
 }
 
 // ensureFenced fences the table once per ownership, as a round does.
@@ -157,7 +165,7 @@ func (s *Session) compactRun(ctx context.Context, m *lance.Manifest, run []lance
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.store.createRecord(compactionsDir+"/"+id+".json", data); err != nil {
+	if err := s.store.createOwnRecord(compactionsDir+"/"+id+".json", data); err != nil {
 		return nil, err
 	}
 	if err := s.beforeCompactCommit(ctx); err != nil {
@@ -181,6 +189,11 @@ func (s *Session) compactRun(ctx context.Context, m *lance.Manifest, run []lance
 			return nil
 		},
 	})
+	if errors.Is(err, durable.ErrSyncFailed) {
+		// The Rewrite may be linked, but a failed fsync covered it: it is
+		// not looked up (a later read proves nothing) and the table stops.
+		return nil, fmt.Errorf("compact fragments %v on version %d: %w", ids, m.Version, err)
+	}
 	if errors.Is(err, lance.ErrCommitUnknown) {
 		v, found, ferr := s.ds.FindTransaction(id, m.Version)
 		if ferr != nil || !found {
@@ -239,9 +252,6 @@ func (s *Session) writeCompacted(m *lance.Manifest, run []lance.Fragment) (lance
 		sources = append(sources, CompactSource{Fragment: f.ID, Path: f.Files[0].Path, Rows: f.PhysicalRows})
 	}
 	desc, err := w.Close()
-	if errors.Is(err, durable.ErrSyncFailed) {
-		return lance.Descriptor{}, nil, s.p.stopped.note(s.table, err)
-	}
 	return desc, sources, err
 }
 

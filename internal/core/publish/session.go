@@ -141,7 +141,11 @@ func New(log wal.Log, co *coord.Client, cfg Config) *Publisher {
 	if cfg.Store == nil {
 		cfg.Store = objstore.NewLocal(cfg.LanceRoot)
 	}
-	return &Publisher{log: log, coord: co, cfg: cfg}
+	p := &Publisher{log: log, coord: co, cfg: cfg}
+	if co != nil {
+		p.stopped.record = p.recordStop
+	}
+	return p
 }
 
 // TablePath names where table lives (a directory, or s3://…).
@@ -319,7 +323,7 @@ func (s *Session) fence(ctx context.Context) error {
 		return err
 	}
 	for attempt := 0; attempt < s.p.cfg.CommitAttempts; attempt++ {
-		if err := s.claim.Err(); err != nil {
+		if err := s.claim.Valid(ctx); err != nil { // with the storage stop (rule 24)
 			return err
 		}
 		m, err := ds.Latest()
@@ -365,6 +369,9 @@ func (s *Session) fence(ctx context.Context) error {
 			return err
 		}
 		s.log.Info("table fenced", "epoch", s.epoch, "parent", m.Version)
+		s.fenced = true
+		s.abortDeadUploads(ctx)
+		return nil
 	}
 	return fmt.Errorf("fence %s: still contended after %d attempts: %w", s.table, s.p.cfg.CommitAttempts, errs.ErrConflict)
 }

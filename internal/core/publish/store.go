@@ -373,3 +373,29 @@ func (s *Store) createRecord(key string, data []byte) (bool, error) {
 	}
 	return true, s.st.SyncDirs(context.Background(), above...)
 }
+
+// createOwnRecord creates a record under a key unique to its writer (a new
+// id). A create refused as existing is not a lost race: the key is read
+// back, and the record counts as created only if it holds these bytes (an
+// earlier answer was lost); a store that refused a key nobody wrote (some
+// do under contention) is asked again, a few times.
+func (s *Store) createOwnRecord(key string, data []byte) error {
+	for attempt := 1; ; attempt++ {
+		created, err := s.createRecord(key, data)
+		if err != nil || created {
+			return err
+		}
+		got, err := s.st.Get(context.Background(), key)
+		switch {
+		case err == nil && bytes.Equal(got, data):
+			return nil
+		case err == nil:
+			return fmt.Errorf("record %s holds another record than the one this writer created: %w", s.st.Join(key), errs.ErrCorrupt)
+		case !errors.Is(err, objstore.ErrNotFound):
+			return err
+		case attempt == 3:
+			return fmt.Errorf("record %s: %d creates were refused as existing, yet nothing is there: %w", s.st.Join(key), attempt, errs.ErrUnavailable)
+		}
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+	}
+}

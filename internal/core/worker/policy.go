@@ -62,6 +62,11 @@ const (
 	// has stopped the table in this process; the worker stops it too and
 	// says why, once: no retry trusts a storage that lost a write.
 	kindStorage errorKind = "storage"
+	// kindStopped: another process's failed fsync stopped the table for
+	// the fleet (coord.ErrTableStopped). Like kindCorrupt: released, looked
+	// at again after the backoff, published again once an operator resumed
+	// the table.
+	kindStopped errorKind = "stopped"
 	// kindOther: anything else. Transient.
 	kindOther errorKind = "other"
 )
@@ -73,6 +78,8 @@ func classify(err, claimErr error, shutdown bool) errorKind {
 	switch {
 	case errors.Is(err, publish.ErrStorageFailed):
 		return kindStorage
+	case errors.Is(err, coord.ErrTableStopped):
+		return kindStopped
 	case claimErr != nil, errors.Is(err, errs.ErrFenced):
 		return kindFenced
 	case shutdown && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
@@ -97,7 +104,7 @@ func classify(err, claimErr error, shutdown bool) errorKind {
 
 // severe kinds release the table and wait CorruptBackoff (doubling).
 func (k errorKind) severe() bool {
-	return k == kindCorrupt || k == kindNotFound || k == kindInvalid
+	return k == kindCorrupt || k == kindNotFound || k == kindInvalid || k == kindStopped
 }
 
 // busy reports whether an Acquire error only says someone else has the

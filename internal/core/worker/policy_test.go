@@ -49,6 +49,8 @@ func TestClassify(t *testing.T) {
 		{"anything else", errors.New("disk on fire"), nil, false, kindOther},
 		// A failed fsync stops the table even when the claim is gone too.
 		{"storage failed", wrap(&publish.StorageError{Table: "t", Err: fmt.Errorf("x: %w", durable.ErrSyncFailed)}), coord.ErrLeaseExpired, false, kindStorage},
+		// Another process's failed fsync: released, looked at again later.
+		{"stopped by another process", wrap(&coord.StopError{Info: coord.StopInfo{StopRecord: coord.StopRecord{Table: "t"}}}), nil, false, kindStopped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := classify(tc.err, tc.claimErr, tc.shutdown); got != tc.want {
@@ -56,7 +58,7 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-	for _, k := range []errorKind{kindCorrupt, kindNotFound, kindInvalid} {
+	for _, k := range []errorKind{kindCorrupt, kindNotFound, kindInvalid, kindStopped} {
 		if !k.severe() {
 			t.Errorf("%s is not severe", k)
 		}
