@@ -29,7 +29,7 @@ func init() {
 		Setting{Key: KeyS3PathStyle, Default: "auto", Usage: "S3 path-style addressing: auto|true|false (auto: on when an endpoint is set, as S3-compatible servers need)"},
 		Setting{Key: KeyS3AccessKey, Default: "", Usage: "S3 access key id (default: the AWS credential chain)"},
 		Setting{Key: KeyS3SecretKey, Secret: true, Default: "", Usage: "S3 secret access key (env WALCTL_S3_SECRET_KEY or config file; default: the AWS credential chain)"},
-		Setting{Key: KeyS3AllowUnsafe, Default: false, Usage: "write to a store that ignores If-None-Match: * (UNSAFE: two writers can both commit one version)"},
+		Setting{Key: KeyS3AllowUnsafe, Default: false, Usage: "write to a store that ignores If-None-Match: * on PUT or If-Match on DELETE (UNSAFE: two writers can both commit one version, a stale retirement can remove a plan pinned anew)"},
 	)
 }
 
@@ -87,10 +87,11 @@ func (f *Factory) LanceStore(ctx context.Context) (objstore.Store, error) {
 var ErrUnsafeStoreAllowed = errors.New("unsafe store allowed by " + KeyS3AllowUnsafe)
 
 // ProbeLanceStore checks that the lance root honours conditional creates
-// (objstore.Probe), as every writer does at its start and doctor does. A
-// store that does not is refused, naming the store and the setting that
-// overrides it; with the override the error wraps ErrUnsafeStoreAllowed
-// instead. Any other failure (unreachable, bucket, keys) is returned as is.
+// and compare-and-delete (objstore.Probe), as every writer does at its
+// start and doctor does. A store that does not is refused, naming the
+// store, the condition and the setting that overrides it; with the
+// override the error wraps ErrUnsafeStoreAllowed instead. Any other
+// failure (unreachable, bucket, keys) is returned as is.
 func (f *Factory) ProbeLanceStore(ctx context.Context) error {
 	s, err := f.LanceStore(ctx)
 	if err != nil {

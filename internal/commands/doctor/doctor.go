@@ -28,7 +28,7 @@ type Options struct {
 	CallContext func(context.Context) (context.Context, context.CancelFunc)
 	WAL         func(context.Context) (wal.Log, error)
 	Print       func(any, func() *render.Table) error
-	// ProbeStore checks the lance root's conditional creates
+	// ProbeStore checks the lance root's conditional requests
 	// (Factory.ProbeLanceStore).
 	ProbeStore func(context.Context) error
 

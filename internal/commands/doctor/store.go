@@ -10,8 +10,9 @@ import (
 )
 
 // storeChecks checks the lance root: a local directory must be writable;
-// every root, local or S3, must honour conditional creates (the probe
-// writers run at start), or Lance commits are unsafe.
+// every root, local or S3, must honour conditional creates, and an S3 root
+// compare-and-delete (the probe writers run at start), or Lance commits
+// and the retirement of plans and attempts are unsafe.
 func storeChecks(ctx context.Context, opts *Options) []health.Check {
 	var out []health.Check
 	if !opts.Global.LanceLocation.IsS3() {
@@ -30,11 +31,14 @@ func storeChecks(ctx context.Context, opts *Options) []health.Check {
 	switch {
 	case err == nil:
 		c.Status, c.Detail = health.OK, "honours conditional create (If-None-Match: *)"
+		if opts.Global.LanceLocation.IsS3() {
+			c.Detail += " and compare-and-delete (If-Match on DELETE)"
+		}
 	case errors.Is(err, cmdutil.ErrUnsafeStoreAllowed):
 		c.Status, c.Detail = health.OK, "UNSAFE, allowed by "+cmdutil.KeyS3AllowUnsafe+": "+err.Error()
 	default:
 		c.Status, c.Err, c.Detail = health.Fail, err, err.Error()
-		c.Hint = "check the bucket, endpoint and keys (" + cmdutil.KeyS3Endpoint + ", " + cmdutil.KeyS3AccessKey + ", AWS_*), or use a store that honours If-None-Match"
+		c.Hint = "check the bucket, endpoint and keys (" + cmdutil.KeyS3Endpoint + ", " + cmdutil.KeyS3AccessKey + ", AWS_*), or use a store that honours If-None-Match and If-Match"
 	}
 	return append(out, c)
 }

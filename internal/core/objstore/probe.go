@@ -12,11 +12,20 @@ import (
 // ProbeDir is where Probe creates its objects, relative to the store.
 const ProbeDir = "_walctl/probe"
 
-// Probe checks that the store honours conditional creates, which Lance
-// commits rest on: it creates one fresh object twice with PutIfAbsent. The
-// second create must be refused (ErrExists); if it succeeds the store would
-// let two writers both commit one version, and Probe returns ErrUnsafeStore
-// naming the store. The probe object is removed either way. A store that
+// Probe checks that the store honours every conditional request walctl
+// relies on, with one fresh object:
+//
+//   - create-if-absent, which Lance commits and pinned plans rest on: a
+//     second PutIfAbsent of the object must be refused (ErrExists), else
+//     two writers could both commit one version;
+//   - compare-and-delete, by which plans and attempts are retired (on a
+//     store that implements Tagged): once the object is replaced, a
+//     DeleteIfMatch with the ETag read before must be refused (ErrChanged)
+//     and leave the object, else a stale retirement could remove a record
+//     pinned anew; one with the current ETag must remove it.
+//
+// A store that ignores a condition is ErrUnsafeStore, naming the store and
+// the condition. The probe object is removed either way. A store that
 // cannot be reached fails with its own error (bucket, endpoint, access).
 //
 // A first create refused as existing names a key nobody has used (a new
@@ -54,9 +63,53 @@ func probeOnce(ctx context.Context, s Store) (refused bool, err error) {
 	err = s.PutIfAbsent(ctx, key, data, nil)
 	switch {
 	case err == nil:
-		return false, fmt.Errorf("%s: a second create of %s with If-None-Match: * succeeded: %w", s, s.Join(key), ErrUnsafeStore)
-	case errors.Is(err, ErrExists):
-		return false, nil
+		return false, fmt.Errorf("%s ignores If-None-Match on PUT (create-if-absent): a second create of %s with If-None-Match: * succeeded: %w", s, s.Join(key), ErrUnsafeStore)
+	case !errors.Is(err, ErrExists):
+		return false, fmt.Errorf("probe %s: %w", s, err)
 	}
-	return false, fmt.Errorf("probe %s: %w", s, err)
+	if tg, ok := s.(Tagged); ok {
+		return false, probeDeleteIfMatch(ctx, s, tg, key)
+	}
+	return false, nil
+}
+
+// probeDeleteIfMatch checks compare-and-delete on key, which holds the
+// probe's object: it replaces the object, so the ETag read before is
+// stale, and deletes with each ETag.
+func probeDeleteIfMatch(ctx context.Context, s Store, tg Tagged, key string) error {
+	_, stale, err := tg.GetTagged(ctx, key)
+	switch {
+	case err != nil:
+		return fmt.Errorf("probe %s: %w", s, err)
+	case stale == "":
+		return fmt.Errorf("%s cannot compare-and-delete (If-Match on DELETE): a read of %s returned no ETag: %w", s, s.Join(key), ErrUnsafeStore)
+	}
+	replaced := []byte("walctl compare-and-delete probe: the object that replaced the one read\n")
+	if err := s.Put(ctx, key, replaced); err != nil {
+		return fmt.Errorf("probe %s: %w", s, err)
+	}
+	err = tg.DeleteIfMatch(ctx, key, stale)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%s ignores If-Match on DELETE (compare-and-delete): a delete of %s with If-Match of the ETag of an object since replaced succeeded: %w", s, s.Join(key), ErrUnsafeStore)
+	case !errors.Is(err, ErrChanged):
+		return fmt.Errorf("probe %s: %w", s, err)
+	}
+	_, current, err := tg.GetTagged(ctx, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%s ignores If-Match on DELETE (compare-and-delete): a delete of %s with If-Match of a stale ETag was refused but removed the object: %w", s, s.Join(key), ErrUnsafeStore)
+	case err != nil:
+		return fmt.Errorf("probe %s: %w", s, err)
+	}
+	if err := tg.DeleteIfMatch(ctx, key, current); err != nil {
+		return fmt.Errorf("probe %s: a delete of %s with If-Match of its current ETag: %w", s, s.Join(key), err)
+	}
+	switch _, err := s.Stat(ctx, key); {
+	case err == nil:
+		return fmt.Errorf("%s ignores If-Match on DELETE (compare-and-delete): a delete of %s with If-Match of its current ETag succeeded but left the object: %w", s, s.Join(key), ErrUnsafeStore)
+	case !errors.Is(err, ErrNotFound):
+		return fmt.Errorf("probe %s: %w", s, err)
+	}
+	return nil
 }

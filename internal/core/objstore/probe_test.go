@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,15 +14,13 @@ import (
 	"github.com/walctl/walctl/internal/testutil/s3server"
 )
 
-func TestProbeAcceptsStoresThatHonourIfNoneMatch(t *testing.T) {
+func TestProbeAcceptsStoresThatHonourConditions(t *testing.T) {
 	for name, s := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			if err := objstore.Probe(context.Background(), s); err != nil {
 				t.Fatal(err)
 			}
-			if list, _ := s.List(context.Background(), objstore.ProbeDir); len(list) != 0 {
-				t.Fatalf("probe objects left behind: %+v", list)
-			}
+			noProbeObjects(t, s)
 		})
 	}
 }
@@ -36,11 +35,42 @@ func TestProbeRefusesAStoreThatIgnoresIfNoneMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = objstore.Probe(context.Background(), s)
-	if !errors.Is(err, objstore.ErrUnsafeStore) || !strings.Contains(err.Error(), "s3://"+srv.Bucket+"/lake") {
-		t.Fatalf("probe through a proxy dropping If-None-Match: %v, want ErrUnsafeStore naming the store", err)
+	if !errors.Is(err, objstore.ErrUnsafeStore) || !strings.Contains(err.Error(), "s3://"+srv.Bucket+"/lake") || !strings.Contains(err.Error(), "If-None-Match") {
+		t.Fatalf("probe through a proxy dropping If-None-Match: %v, want ErrUnsafeStore naming the store and If-None-Match", err)
 	}
 	if proxy.Dropped() < 2 {
 		t.Fatalf("the proxy dropped If-None-Match from %d requests: the probe did not ask for conditional creates", proxy.Dropped())
+	}
+	noProbeObjects(t, newS3(t, srv, "lake"))
+}
+
+// Plans and attempts are retired by compare-and-delete (DeleteIfMatch on
+// the ETag read): a store that ignores If-Match on DELETE would let a
+// stale retirement remove a record pinned anew. The probe refuses it,
+// naming the store and the condition, even though it honours
+// If-None-Match.
+func TestProbeRefusesAStoreThatIgnoresIfMatchOnDelete(t *testing.T) {
+	srv := s3server.Start(t, s3server.Options{})
+	proxy := s3server.NewUnsafeProxy(t, srv, s3server.IfMatchOnDelete)
+	s := newS3(t, srv, "lake", func(o *objstore.S3Options) { o.Endpoint = proxy.Endpoint })
+	err := objstore.Probe(context.Background(), s)
+	msg := fmt.Sprint(err)
+	if !errors.Is(err, objstore.ErrUnsafeStore) || !strings.Contains(msg, "s3://"+srv.Bucket+"/lake") ||
+		!strings.Contains(msg, "If-Match") || strings.Contains(msg, "If-None-Match") {
+		t.Fatalf("probe through a proxy dropping If-Match from DELETE: %v, want ErrUnsafeStore naming the store and If-Match (not If-None-Match)", err)
+	}
+	if n := proxy.DroppedOf(s3server.IfMatchOnDelete); n < 1 {
+		t.Fatalf("the proxy dropped If-Match from %d deletes: the probe did not ask for a compare-and-delete", n)
+	}
+	noProbeObjects(t, newS3(t, srv, "lake"))
+}
+
+// noProbeObjects fails the test if a probe left objects in s.
+func noProbeObjects(t *testing.T, s objstore.Store) {
+	t.Helper()
+	list, err := s.ListTree(context.Background(), objstore.ProbeDir)
+	if err != nil || len(list) != 0 {
+		t.Fatalf("probe objects left behind: %+v, %v", list, err)
 	}
 }
 

@@ -24,9 +24,12 @@ var (
 	// effect (a timeout or a 5xx after it was sent, a failed fsync after a
 	// link). Resolve it by reading, never by writing again.
 	ErrUnknownOutcome = fmt.Errorf("write outcome unknown: %w", errs.ErrUnavailable)
-	// ErrUnsafeStore is a store that does not honour conditional creates
-	// (If-None-Match: *): two writers could both win one Lance version.
-	ErrUnsafeStore = fmt.Errorf("store does not honour conditional create (If-None-Match: *): %w", errs.ErrUnavailable)
+	// ErrUnsafeStore is a store that does not honour a conditional request
+	// walctl relies on: create-if-absent (If-None-Match: * on PUT), else two
+	// writers could both win one Lance version, or compare-and-delete
+	// (If-Match on DELETE), else a stale retirement could remove a record
+	// pinned anew. The error wrapping it names the condition (Probe).
+	ErrUnsafeStore = fmt.Errorf("store does not honour the conditional requests walctl relies on: %w", errs.ErrUnavailable)
 	// ErrUnsupportedRoot is a --lance-root walctl cannot use (an unknown URL
 	// scheme, a key prefix with ".."); it is bad input.
 	ErrUnsupportedRoot = fmt.Errorf("unsupported lance root: %w", errs.ErrInvalid)

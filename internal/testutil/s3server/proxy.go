@@ -14,34 +14,83 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
+// Condition is one conditional header an UnsafeProxy can strip, and so one
+// guarantee of the store it pretends not to honour.
+type Condition int
+
+const (
+	// IfNoneMatchOnCreate is If-None-Match on PUT and POST (PutObject,
+	// CompleteMultipartUpload): a second create-if-absent of one key
+	// overwrites the first instead of failing with 412.
+	IfNoneMatchOnCreate Condition = iota
+	// IfMatchOnDelete is If-Match on DELETE (DeleteObject): a
+	// compare-and-delete with a stale ETag removes whatever the key holds
+	// now instead of failing with 412.
+	IfMatchOnDelete
+
+	numConditions
+)
+
+// header is the header that carries c on a request of method, or "" if
+// such a request does not carry it.
+func (c Condition) header(method string) string {
+	switch {
+	case c == IfNoneMatchOnCreate && (method == http.MethodPut || method == http.MethodPost):
+		return "If-None-Match"
+	case c == IfMatchOnDelete && method == http.MethodDelete:
+		return "If-Match"
+	}
+	return ""
+}
+
 // UnsafeProxy is a reverse proxy in front of a real server that behaves
-// like an S3-compatible store ignoring conditional writes
-// (lance-format/lance#4205): it drops If-None-Match from every PUT and POST
-// (PutObject, CompleteMultipartUpload), so a second create-if-absent of one
-// key overwrites the first instead of failing with 412. Because the header
-// is part of the SigV4 signature, the proxy signs the forwarded request
-// again with the server's keys; everything else passes unchanged.
+// like an S3-compatible store ignoring some conditional requests
+// (lance-format/lance#4205): it drops the headers of the conditions it was
+// made with. Because those headers are part of the SigV4 signature, the
+// proxy signs a request it changed again with the server's keys;
+// everything else passes unchanged.
 type UnsafeProxy struct {
 	// Endpoint is the proxy's URL; give it to clients instead of the
 	// server's.
 	Endpoint string
 
-	dropped atomic.Int64
+	strip   [numConditions]bool
+	dropped [numConditions]atomic.Int64
 }
 
-// Dropped counts the requests whose If-None-Match the proxy removed, so a
-// test can show its client really asked for a conditional write.
-func (p *UnsafeProxy) Dropped() int64 { return p.dropped.Load() }
+// Dropped counts the requests whose conditional header the proxy removed,
+// of every condition it strips, so a test can show its client really
+// asked for a conditional request.
+func (p *UnsafeProxy) Dropped() int64 {
+	var n int64
+	for i := range p.dropped {
+		n += p.dropped[i].Load()
+	}
+	return n
+}
+
+// DroppedOf counts the requests that lost condition c.
+func (p *UnsafeProxy) DroppedOf(c Condition) int64 { return p.dropped[c].Load() }
 
 // NewUnsafeProxy starts the proxy on a loopback port in front of s; it is
-// closed when the test ends.
-func NewUnsafeProxy(t testing.TB, s *Server) *UnsafeProxy {
+// closed when the test ends. It strips the given conditions, and
+// IfNoneMatchOnCreate alone when none is given.
+func NewUnsafeProxy(t testing.TB, s *Server, strip ...Condition) *UnsafeProxy {
 	t.Helper()
 	target, err := url.Parse(s.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(strip) == 0 {
+		strip = []Condition{IfNoneMatchOnCreate}
+	}
 	p := &UnsafeProxy{}
+	for _, c := range strip {
+		if c < 0 || c >= numConditions {
+			t.Fatalf("s3server: unknown condition %d", int(c))
+		}
+		p.strip[c] = true
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -57,7 +106,8 @@ func NewUnsafeProxy(t testing.TB, s *Server) *UnsafeProxy {
 	return p
 }
 
-// resigner drops If-None-Match from writes and signs them again.
+// resigner drops the stripped conditions' headers and signs a changed
+// request again.
 type resigner struct {
 	p     *UnsafeProxy
 	next  http.RoundTripper
@@ -65,9 +115,15 @@ type resigner struct {
 }
 
 func (r *resigner) RoundTrip(req *http.Request) (*http.Response, error) {
-	if (req.Method == http.MethodPut || req.Method == http.MethodPost) && req.Header.Get("If-None-Match") != "" {
-		req.Header.Del("If-None-Match")
-		r.p.dropped.Add(1)
+	changed := false
+	for c := range numConditions {
+		if h := c.header(req.Method); r.p.strip[c] && h != "" && req.Header.Get(h) != "" {
+			req.Header.Del(h)
+			r.p.dropped[c].Add(1)
+			changed = true
+		}
+	}
+	if changed {
 		if err := r.sign(req); err != nil {
 			return nil, err
 		}

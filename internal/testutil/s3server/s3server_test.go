@@ -131,3 +131,48 @@ func TestUnsafeProxyIgnoresIfNoneMatch(t *testing.T) {
 		t.Fatalf("plain object %q, dropped %d", got, p.Dropped())
 	}
 }
+
+// A proxy made to strip If-Match from deletes lets a compare-and-delete
+// with a stale ETag remove the object that replaced the one read (the real
+// server refuses it), and leaves creates' If-None-Match alone.
+func TestUnsafeProxyIgnoresIfMatchOnDelete(t *testing.T) {
+	s := Start(t, Options{})
+	p := NewUnsafeProxy(t, s, IfMatchOnDelete)
+	ctx, c := testCtx(t), ClientFor(p.Endpoint, s.AccessKey, s.SecretKey)
+	put := func(body string) string {
+		t.Helper()
+		out, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String("plans/k.json"), Body: strings.NewReader(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(out.ETag)
+	}
+	deleteIfMatch := func(c *s3.Client, etag string) error {
+		_, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String("plans/k.json"), IfMatch: aws.String(etag)})
+		return err
+	}
+	stale := put("first")
+	put("second")
+	if err := deleteIfMatch(s.Client(), stale); apiCode(err) != "PreconditionFailed" {
+		t.Fatalf("stale compare-and-delete straight to the server: %v, want PreconditionFailed", err)
+	}
+	if err := deleteIfMatch(c, stale); err != nil {
+		t.Fatalf("stale compare-and-delete through the proxy: %v", err)
+	}
+	if _, err := s.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String("plans/k.json")}); err == nil {
+		t.Fatal("the replaced object survived a stale compare-and-delete through the proxy")
+	}
+	if n := p.DroppedOf(IfMatchOnDelete); n != 1 {
+		t.Fatalf("proxy dropped If-Match %d times, want 1", n)
+	}
+	// Creates keep their condition through this proxy.
+	if err := putIfAbsent(ctx, c, s.Bucket, "_versions/1.manifest", "first"); err != nil {
+		t.Fatal(err)
+	}
+	if err := putIfAbsent(ctx, c, s.Bucket, "_versions/1.manifest", "second"); apiCode(err) != "PreconditionFailed" {
+		t.Fatalf("second create through a proxy stripping only If-Match: %v, want PreconditionFailed", err)
+	}
+	if p.DroppedOf(IfNoneMatchOnCreate) != 0 || p.Dropped() != 1 {
+		t.Fatalf("dropped If-None-Match %d, in all %d; want 0 and 1", p.DroppedOf(IfNoneMatchOnCreate), p.Dropped())
+	}
+}
