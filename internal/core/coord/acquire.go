@@ -157,7 +157,7 @@ func (c *Client) tryAcquire(ctx context.Context, table string, owner Owner, o ac
 // of the renewal, or sent when none was needed. On failure the caller gives
 // the claim back: it was never handed out, so no epoch was advanced under it.
 func (c *Client) renewIfAged(ctx context.Context, table string, id clientv3.LeaseID, ttl time.Duration, sent time.Time) (time.Time, error) {
-	if c.clock.Since(sent) < ttl/3 {
+	if c.since(sent) < ttl/3 {
 		return sent, nil
 	}
 	now := c.clock.Now()

@@ -70,11 +70,16 @@ func (c *Client) startClaim(rec claimRecord, key string, rev int64, ttl time.Dur
 		lastKA: granted,
 	}
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
-	// Watch from just after the claim's own write: a revocation or
-	// replacement is seen at once rather than at the next keep-alive.
-	wch := c.cli.Watch(cl.ctx, key, clientv3.WithRev(rev+1))
-	go cl.run(wch)
+	go cl.run(rev)
 	return cl
+}
+
+// watch follows the claim key from just after revision seen, so a
+// revocation or replacement is seen at once rather than at the next
+// keep-alive. It requires a leader: a member cut off from the quorum ends
+// the watch instead of leaving it silent.
+func (cl *Claim) watch(seen int64) clientv3.WatchChan {
+	return cl.c.cli.Watch(clientv3.WithRequireLeader(cl.ctx), cl.key, clientv3.WithRev(seen+1))
 }
 
 // Table is the claimed table.
@@ -119,7 +124,7 @@ func (cl *Claim) Err() error {
 	if err != nil || cl.hooks.skipLocalCheck.Load() {
 		return err
 	}
-	if age := cl.c.clock.Since(last); age >= cl.ttl {
+	if age := cl.c.since(last); age >= cl.ttl {
 		return cl.lose(cl.wallTimeExpired(age))
 	}
 	return nil
@@ -153,7 +158,7 @@ func (cl *Claim) SliceOver(rounds int) bool {
 	if cl.slice.MaxRounds > 0 && rounds >= cl.slice.MaxRounds {
 		return true
 	}
-	return cl.slice.MaxDuration > 0 && cl.c.clock.Since(cl.acquiredAt) >= cl.slice.MaxDuration
+	return cl.slice.MaxDuration > 0 && cl.c.since(cl.acquiredAt) >= cl.slice.MaxDuration
 }
 
 // Valid checks, with a linearizable read, that the claim key still exists

@@ -209,3 +209,12 @@ func orDefault(d, def time.Duration) time.Duration {
 	}
 	return d
 }
+
+// since is the time elapsed since t by the larger of the monotonic and the
+// wall clock. The monotonic clock stops while a VM is suspended, but etcd's
+// leases run on: after a resume a holder must not believe a lease fresh
+// that etcd has expired (rule 1). A wall clock stepped back is covered by
+// the monotonic reading.
+func (c *Client) since(t time.Time) time.Duration {
+	return max(c.clock.Since(t), c.clock.Now().Round(0).Sub(t.Round(0)))
+}

@@ -2,10 +2,12 @@ package coord
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -229,5 +231,42 @@ func TestErrAppliesWallTimeRule(t *testing.T) {
 	}
 	if err := cl.checkLocal(); !errors.Is(err, ErrLeaseExpired) {
 		t.Fatalf("checkLocal (Valid's local half): %v", err)
+	}
+}
+
+// suspendedClock is the real clock of a VM that was suspended for
+// `suspended`: the wall clock moved on by that much, the monotonic clock
+// (what Since measures) did not.
+type suspendedClock struct {
+	clock.RealClock
+	suspended atomic.Int64
+}
+
+func (c *suspendedClock) Now() time.Time {
+	return time.Now().Round(0).Add(time.Duration(c.suspended.Load()))
+}
+
+func (c *suspendedClock) Since(t time.Time) time.Duration {
+	return c.Now().Sub(t) - time.Duration(c.suspended.Load())
+}
+
+// Issue 31: after a suspend longer than the TTL, etcd has expired the lease
+// but the monotonic clock says the last keep-alive is fresh. The holder
+// takes the larger of the monotonic and the wall-clock age and stops.
+func TestSuspendedHolderStopsByWallClock(t *testing.T) {
+	ctx := testCtx(t)
+	clk := &suspendedClock{}
+	c := newClient(t, testPrefix(t), Config{Clock: clk, ClaimTTL: 5 * time.Second})
+	cl, err := c.Acquire(ctx, "t", worker("w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, cl)
+	if err := cl.Err(); err != nil {
+		t.Fatal(err)
+	}
+	clk.suspended.Store(int64(time.Minute))
+	if err := cl.Err(); !errors.Is(err, ErrLeaseExpired) {
+		t.Fatalf("holder after a one-minute suspend: %v; want ErrLeaseExpired", err)
 	}
 }

@@ -184,7 +184,9 @@ func (h *Hint) run(ctx context.Context, rev int64) {
 
 // follow applies watch events until the watch ends.
 func (h *Hint) follow(ctx context.Context, rev int64) {
-	wctx, cancel := context.WithCancel(ctx)
+	// A member cut off from the quorum ends the watches (and the hint is
+	// read again) instead of leaving them silent.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	cdir, rdir := h.c.claimsDir(), h.c.reservationsDir()
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(rev + 1)}

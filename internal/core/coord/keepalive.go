@@ -17,8 +17,9 @@ import (
 // when each successful renewal was *sent*: the wall-time rule counts the TTL
 // from there, which is never later than etcd's own renewal. It also watches
 // the claim key, so a revocation or replacement ends the claim at once.
-func (cl *Claim) run(wch clientv3.WatchChan) {
+func (cl *Claim) run(seen int64) {
 	defer close(cl.exited)
+	wch := cl.watch(seen)
 	defer cl.cancel() // ends the watch too
 	clk := cl.c.clock
 	interval := cl.ttl / 3
@@ -49,14 +50,24 @@ func (cl *Claim) run(wch clientv3.WatchChan) {
 				cl.lose(err)
 				return
 			}
+			if wch == nil { // the quorum answered again: watch again
+				wch = cl.watch(seen)
+			}
 
 		case wr, ok := <-wch:
-			if !ok || wr.Canceled {
-				// Client closing or history compacted: keep-alives and the
-				// wall-time rule still guard the claim.
+			if !ok || wr.Canceled || wr.Err() != nil {
+				// Client closing, no leader, or history compacted:
+				// keep-alives, the wall-time rule and the validation
+				// before each commit still guard the claim; the watch is
+				// opened again after the next renewal (past a compaction,
+				// from its revision).
+				if wr.CompactRevision > 0 {
+					seen = max(seen, wr.CompactRevision-1)
+				}
 				wch = nil
 				continue
 			}
+			seen = max(seen, wr.Header.Revision)
 			if err := cl.checkEvents(wr.Events); err != nil {
 				cl.lose(err)
 				return
@@ -118,7 +129,7 @@ func (cl *Claim) checkEvents(events []*clientv3.Event) error {
 func (cl *Claim) age() time.Duration {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	return cl.c.clock.Since(cl.lastKA)
+	return cl.c.since(cl.lastKA)
 }
 
 func (cl *Claim) untilExpiry() time.Duration { return cl.ttl - cl.age() }
