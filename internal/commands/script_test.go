@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 //
 //	etcd-start NAME   start a real embedded etcd, export its endpoint as $NAME
 //	wait-file PATH    wait (up to 60 s) until PATH exists
+//	sleep DURATION    wait DURATION (what a clean needs to find things old)
 //	exitcode N CMD…   run CMD (like exec) and require exit status N
 //	wait-entries T N  wait (up to 60 s) until table T's WAL holds at least N
 //	                  entries over all shards (a producer is running)
@@ -133,6 +134,14 @@ func TestScripts(t *testing.T) {
 					}
 					time.Sleep(50 * time.Millisecond)
 				}
+			},
+			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: sleep DURATION")
+				}
+				d, err := time.ParseDuration(args[0])
+				ts.Check(err)
+				time.Sleep(d)
 			},
 			"http":          scriptHTTP,
 			"arrow-fixture": scriptArrowFixture,

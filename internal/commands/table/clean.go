@@ -26,21 +26,30 @@ func NewCmdClean(f *cmdutil.Factory, runF func(context.Context, *CleanOptions) e
 	cmd := &cobra.Command{
 		Use:   "clean --table T [--older-than D]",
 		Short: "Remove old versions and the files no retained version references",
-		Long: `Under the table's claim, remove the versions committed more than --older-than
-ago (never the latest), then the data and deletion files older than that
-which no retained version references, and walctl's records that are no
-longer needed: retired plans, descriptor sets of retired plans none of whose
-files is referenced (directly or through a kept compaction), compaction
-records of files no longer referenced. The files of a pinned plan's prepared
-attempts and walctl's WAL digests (what 'verify' compares trimmed positions
-with) are always kept. On an S3 lance root it also aborts the multipart
-uploads that dead attempts left open under data/ (started before the
-cutoff): the store keeps, and bills, their parts until they are aborted.
-Works on local and S3 lance roots.
+		Long: `Under the table's claim, first fence the table (a new publisher epoch and a
+fence version), so a deposed worker, publish or compact whose checks passed
+before can no longer commit; then remove the oldest versions committed more
+than --older-than ago, oldest first up to the first version that stays, and
+never the latest two (the fence and its parent); then the data and deletion
+files older than that which no retained version references, and walctl's
+records that are no longer needed: retired plans, descriptor sets of retired
+plans none of whose files is referenced (directly or through a kept
+compaction), compaction records of files no longer referenced. The files of
+a pinned plan's prepared attempts and walctl's WAL digests (what 'verify'
+compares trimmed positions with) are always kept. On an S3 lance root it
+first aborts the multipart uploads that dead attempts left open under data/
+(all of them, as any new owner's fence does): the store keeps, and bills,
+their parts until they are aborted. Works on local and S3 lance roots.
 
-JSON shape (stable): {"table", "cutoff", "versions_removed": [N],
-"versions_kept", "files_removed": [path], "records_removed": [key],
-"uploads_aborted": [key]}.
+A version number is never used twice: nothing younger than twice the claim
+TTL (--claim-ttl, which must be the fleet's) is removed, because a deposed
+holder could still commit onto it or reference it. A smaller --older-than
+(0s included) is raised to that minimum, said on stderr, and reported as
+min_age_ns; the cutoff is now minus the larger of the two.
+
+JSON shape (stable): {"table", "epoch", "min_age_ns", "cutoff",
+"versions_removed": [N], "versions_kept", "files_removed": [path],
+"records_removed": [key], "uploads_aborted": [key]}.
 ` + claimedHelp,
 		Example: `  walctl table clean --table orders --older-than 168h
   walctl table clean --table orders --older-than 1h --output json | jq '.files_removed | length'`,
@@ -57,7 +66,7 @@ JSON shape (stable): {"table", "cutoff", "versions_removed": [N],
 		},
 	}
 	cmdutil.TableFlag(cmd, &opts.Name, "table name")
-	cmd.Flags().DurationVar(&opts.OlderThan, "older-than", opts.OlderThan, "remove only what is older than this")
+	cmd.Flags().DurationVar(&opts.OlderThan, "older-than", opts.OlderThan, "remove only what is older than this (at least twice the claim TTL)")
 	return cmd
 }
 
@@ -66,6 +75,9 @@ func cleanRun(ctx context.Context, opts *CleanOptions) error {
 		res, err := s.Clean(ctx, opts.OlderThan)
 		if err != nil {
 			return err
+		}
+		if opts.OlderThan < res.MinAge {
+			fmt.Fprintf(opts.ErrOut, "--older-than %s is below twice the claim TTL: nothing younger than %s was removed\n", opts.OlderThan, res.MinAge)
 		}
 		return opts.Print(res, func() *render.Table {
 			t := render.NewTable("removed", "what")

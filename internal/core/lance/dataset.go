@@ -232,21 +232,25 @@ func CreateStore(st objstore.Store, schema *arrow.Schema, opts CreateOptions) (*
 	return d, nil
 }
 
-// RemoveVersion deletes the manifest of version v, which must not be the
-// latest (a table always keeps its latest version). The data files it
-// referenced are left for the caller to judge.
+// RemoveVersion deletes the manifest of version v, which must be the
+// oldest and must not be the latest (a table always keeps its latest
+// version). Versions go oldest first so that a version's parent is gone
+// before the version itself: a commit that fills a freed number then
+// finds its parent missing and undoes itself (confirmFresh). The data
+// files it referenced are left for the caller to judge.
 func (d *Dataset) RemoveVersion(ctx context.Context, v uint64) error {
 	vs, err := d.Versions()
 	if err != nil {
 		return err
 	}
-	if len(vs) == 0 || vs[len(vs)-1].Version == v {
+	if len(vs) > 0 && vs[len(vs)-1].Version == v {
 		return fmt.Errorf("version %d of %s is the latest: %w", v, d.root, errs.ErrInvalid)
 	}
-	for _, vi := range vs {
-		if vi.Version == v {
-			return d.store.Delete(ctx, versionsDir+"/"+manifestName(v, vi.V2Naming))
-		}
+	if len(vs) == 0 || vs[0].Version > v {
+		return fmt.Errorf("version %d of %s: %w", v, d.root, ErrVersionNotFound)
 	}
-	return fmt.Errorf("version %d of %s: %w", v, d.root, ErrVersionNotFound)
+	if vs[0].Version != v {
+		return fmt.Errorf("version %d of %s is not the oldest (%d): versions are removed oldest first: %w", v, d.root, vs[0].Version, errs.ErrConflict)
+	}
+	return d.store.Delete(ctx, versionsDir+"/"+manifestName(v, vs[0].V2Naming))
 }

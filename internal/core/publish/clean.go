@@ -15,10 +15,19 @@ import (
 
 // CleanResult describes `walctl table clean`.
 type CleanResult struct {
-	Table  string    `json:"table"`
+	Table string `json:"table"`
+	// Epoch is the publisher epoch the clean fenced the table at before it
+	// removed anything.
+	Epoch uint64 `json:"epoch"`
+	// MinAge is MinCleanAge of the claim's TTL: an olderThan below it is
+	// raised to it.
+	MinAge time.Duration `json:"min_age_ns"`
+	// Cutoff is now (after the fence) minus the larger of olderThan and
+	// MinAge: only what is older is removed.
 	Cutoff time.Time `json:"cutoff"`
-	// VersionsRemoved are versions committed before Cutoff (never the
-	// latest); VersionsKept the retained ones.
+	// VersionsRemoved are the oldest versions, each committed before
+	// Cutoff, up to the first that is kept (never the latest two);
+	// VersionsKept counts the retained ones.
 	VersionsRemoved []uint64 `json:"versions_removed"`
 	VersionsKept    int      `json:"versions_kept"`
 	// FilesRemoved are data and deletion files no retained version
@@ -27,29 +36,63 @@ type CleanResult struct {
 	FilesRemoved   []string `json:"files_removed"`
 	RecordsRemoved []string `json:"records_removed"`
 	// UploadsAborted are the keys of multipart uploads (S3) that dead
-	// attempts left open under data/, started before Cutoff.
+	// attempts left open under data/: all of them, as every owner's fence
+	// aborts them (no earlier attempt can be published once the clean has
+	// fenced).
 	UploadsAborted []string `json:"uploads_aborted"`
 }
 
-// Clean removes, under the session's claim (no publisher of this table
-// runs meanwhile), what no retained version needs: versions committed more
-// than olderThan ago (never the latest), then data and deletion files older
-// than that which no retained version references, and walctl's records
-// (retired plans, descriptor sets, compaction records) of which no file is
-// referenced any more, and the multipart uploads dead attempts left open
-// (started before the cutoff; none of this table's attempts runs while the
-// claim is held). Files of a pinned plan's recorded attempts and walctl's
-// digests are always kept. Cancellation stops between deletions;
+// keepLatest is how many of the newest versions a clean always keeps: the
+// latest (its own fence) and the one below it, the parent of that fence,
+// which a deposed holder whose check passed on it would target.
+const keepLatest = 2
+
+// MinCleanAge is the youngest age Clean removes anything at, for claims of
+// the given TTL: twice the TTL. A deposed holder that passed its checks on
+// some version stops acting within a TTL of its last keep-alive (the
+// wall-time rule); the second TTL covers clock skew between the committer
+// that stamped a version and the cleaner that reads the stamp. Versions,
+// files and records younger than that are what such a holder could still
+// commit onto or reference, so they stay whatever olderThan says.
+func MinCleanAge(claimTTL time.Duration) time.Duration { return 2 * claimTTL }
+
+// Clean removes, under the session's claim, what no retained version
+// needs (DESIGN.md §3 rule 23: a version number is created once, ever, and
+// no path deletes a version a live holder could still commit onto). It
+// aborts the multipart uploads dead attempts left open (S3), then fences
+// the table under the claim (a new epoch in the WAL and a fence version),
+// so a deposed publisher or compactor whose checks passed on an older
+// version fails: its link targets a version number that now exists. Then
+// it removes the oldest versions committed more than olderThan ago (raised
+// to MinCleanAge of the claim's TTL), oldest first and only up to the
+// first one kept, and never the latest two; then data and deletion files
+// older than that which no retained version references, and walctl's
+// records (retired plans, descriptor sets, compaction records) of which no
+// file is referenced any more. Files of a pinned plan's recorded attempts
+// and walctl's digests are always kept. A newer epoch met while fencing is
+// ErrFenced, and nothing is removed. Cancellation stops between deletions;
 // what is removed stays removed, nothing referenced is touched.
 func (s *Session) Clean(ctx context.Context, olderThan time.Duration) (*CleanResult, error) {
 	if err := s.claim.Valid(ctx); err != nil {
 		return nil, err
 	}
+	res := &CleanResult{Table: s.table, MinAge: MinCleanAge(s.claim.TTL()), VersionsRemoved: []uint64{}, FilesRemoved: []string{}, RecordsRemoved: []string{}, UploadsAborted: []string{}}
+	// The fence would abort the open uploads silently: abort them here, to
+	// report them. An attempt whose upload this interrupts can no more be
+	// published than after the fence: its file never completes.
+	aborted, abortErr := s.abortUploads(ctx, time.Time{})
+	res.UploadsAborted = aborted
+	if err := s.ensureFenced(ctx); err != nil {
+		return res, errors.Join(err, abortErr)
+	}
+	res.Epoch = s.epoch
 	ds, err := s.dataset(ctx)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
-	res := &CleanResult{Table: s.table, Cutoff: s.now().Add(-olderThan).UTC(), VersionsRemoved: []uint64{}, FilesRemoved: []string{}, RecordsRemoved: []string{}, UploadsAborted: []string{}}
+	// The cutoff is taken after the fence: the fence is the version every
+	// deposed holder now collides with, whatever it read before.
+	res.Cutoff = s.now().Add(-max(olderThan, res.MinAge)).UTC()
 	kept, err := s.expireVersions(ctx, ds, res)
 	if err != nil {
 		return res, err
@@ -66,34 +109,39 @@ func (s *Session) Clean(ctx context.Context, olderThan time.Duration) (*CleanRes
 	if err := s.removeFiles(ctx, "_deletions", refs, keep, res); err != nil {
 		return res, err
 	}
-	res.UploadsAborted, err = s.abortUploads(ctx, res.Cutoff)
-	return res, err
+	return res, abortErr
 }
 
-// expireVersions removes the versions older than the cutoff, the latest
-// excepted, and returns the manifests of those kept.
+// expireVersions removes the oldest versions committed before the cutoff,
+// oldest first, up to the first one that stays (one too young, one with no
+// timestamp, or one of the latest keepLatest), and returns the manifests
+// of those kept. Removing only a prefix, in order, keeps a version's parent
+// from outliving it, which is what lets a commit that fills a freed number
+// notice (lance.ErrVersionReused).
 func (s *Session) expireVersions(ctx context.Context, ds *lance.Dataset, res *CleanResult) ([]*lance.Manifest, error) {
 	vs, err := ds.Versions()
 	if err != nil {
 		return nil, err
 	}
 	var kept []*lance.Manifest
+	expiring := true
 	for i, vi := range vs {
 		m, err := ds.Manifest(vi.Version)
 		if err != nil {
 			return nil, err
 		}
-		if i < len(vs)-1 && !m.Timestamp.IsZero() && m.Timestamp.Before(res.Cutoff) {
-			if err := s.claim.Err(); err != nil {
-				return nil, err
-			}
-			if err := ds.RemoveVersion(ctx, vi.Version); err != nil {
-				return nil, err
-			}
-			res.VersionsRemoved = append(res.VersionsRemoved, vi.Version)
+		expiring = expiring && i < len(vs)-keepLatest && !m.Timestamp.IsZero() && m.Timestamp.Before(res.Cutoff)
+		if !expiring {
+			kept = append(kept, m)
 			continue
 		}
-		kept = append(kept, m)
+		if err := s.claim.Err(); err != nil {
+			return nil, err
+		}
+		if err := ds.RemoveVersion(ctx, vi.Version); err != nil {
+			return nil, err
+		}
+		res.VersionsRemoved = append(res.VersionsRemoved, vi.Version)
 	}
 	return kept, nil
 }

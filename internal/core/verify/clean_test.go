@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/lance"
 	"github.com/walctl/walctl/internal/core/lance/oracle"
@@ -14,11 +17,11 @@ import (
 	"github.com/walctl/walctl/internal/core/publish"
 )
 
-func (e *env) session() *publish.Session {
+func (e *env) session(clk clock.Clock) *publish.Session {
 	e.t.Helper()
 	p := publish.New(e.log, e.co, publish.Config{LanceRoot: e.lance,
 		Owner:  coord.Owner{ID: "ops", Kind: coord.OwnerCLI, Host: "h", PID: 1},
-		Limits: publish.Limits{FileBytes: 16 << 10}})
+		Limits: publish.Limits{FileBytes: 16 << 10}, Clock: clk})
 	s, err := p.Acquire(e.ctx, "t")
 	if err != nil {
 		e.t.Fatal(err)
@@ -28,7 +31,8 @@ func (e *env) session() *publish.Session {
 }
 
 // Issue 17: walctl's compaction, then `table clean` of everything older
-// than now. Clean removes the old versions and the files only they
+// than now (an hour later: clean keeps what is younger than twice the claim
+// TTL). Clean removes the old versions and the files only they
 // referenced, keeps the files of a pinned, prepared plan, and the official
 // reader reads every retained version; the audit still names a deleted
 // record and a duplicate by shard and position, through the compaction's
@@ -42,7 +46,7 @@ func TestCompactCleanThenAudit(t *testing.T) {
 	}
 	root := filepath.Join(e.lance, "t.lance")
 	dup, gone := e.rowAt(0, 5), e.rowAt(3, 11)
-	s := e.session()
+	s := e.session(nil)
 	cres, err := s.Compact(e.ctx, 1<<20)
 	if err != nil || len(cres.Groups) == 0 {
 		t.Fatalf("compact: %+v %v", cres, err)
@@ -52,13 +56,20 @@ func TestCompactCleanThenAudit(t *testing.T) {
 	if err != nil || prep.Outcome != publish.OutcomePrepared {
 		t.Fatalf("prepare: %+v %v", prep, err)
 	}
-	if res, err := s.Clean(e.ctx, time.Hour); err != nil || len(res.VersionsRemoved)+len(res.FilesRemoved)+len(res.RecordsRemoved) != 0 {
+	_ = s.Release(e.ctx)
+	// `table clean` is an ownership of its own: it fences, and keeps the
+	// latest two versions (its fence and the compaction below it).
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := e.session(clk)
+	if res, err := c.Clean(e.ctx, time.Hour); err != nil || len(res.VersionsRemoved)+len(res.FilesRemoved)+len(res.RecordsRemoved) != 0 {
 		t.Fatalf("clean of nothing older than an hour: %+v %v", res, err)
 	}
-	res, err := s.Clean(e.ctx, 0)
-	if err != nil || len(res.VersionsRemoved) == 0 || len(res.FilesRemoved) == 0 || res.VersionsKept != 1 {
+	clk.Step(time.Hour)
+	res, err := c.Clean(e.ctx, 0)
+	if err != nil || len(res.VersionsRemoved) == 0 || len(res.FilesRemoved) == 0 || res.VersionsKept != 2 {
 		t.Fatalf("clean: %+v %v", res, err)
 	}
+	_ = c.Release(e.ctx)
 	for _, f := range res.FilesRemoved {
 		for _, p := range prep.Files {
 			if f == p {
@@ -84,7 +95,7 @@ func TestCompactCleanThenAudit(t *testing.T) {
 		}
 	}
 	// The prepared attempt is reused after the clean: its files are there.
-	r, err := s.Round(e.ctx)
+	r, err := e.session(nil).Round(e.ctx)
 	if err != nil || r.Outcome != publish.OutcomePublished || !r.Reused {
 		t.Fatalf("publish after clean: %+v %v", r, err)
 	}
