@@ -133,7 +133,7 @@ func (d *Dataset) Commit(ctx context.Context, req CommitRequest) (*CommitResult,
 	if err := d.putManifest(ctx, next.Version, parent.V2Naming, file); err != nil {
 		return nil, err
 	}
-	if err := d.confirmFresh(ctx, parent.Version, next.Version, v2); err != nil {
+	if err := d.confirmFresh(ctx, parent.Version, next.Version, parent.V2Naming); err != nil {
 		return nil, err
 	}
 	return &CommitResult{Version: next.Version, TxnID: req.TxnID, FragmentIDs: fragIDs}, nil

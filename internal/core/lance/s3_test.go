@@ -230,6 +230,7 @@ func TestS3PlainNamedTableHasOneWinnerWhenAHeadFails(t *testing.T) {
 	flaky.armed.Store(true)
 	_, errB := b.Commit(ctx, reqs[1])
 	b.Hooks.BeforeLink = nil
+	flaky.armed.Store(false)
 	if errA != nil {
 		t.Fatalf("writer A: %v", errA)
 	}
