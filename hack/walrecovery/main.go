@@ -151,6 +151,44 @@ func build(dir string) error {
 		e.Close()
 		return err
 	}
+	entries, err := appendAll(ctx, e, schema, total, row, rowsPerBatch)
+	if err != nil {
+		e.Close()
+		return err
+	}
+	appendTime := time.Since(start)
+	sealed, open, err := countGenerations(ctx, e)
+	if err != nil {
+		e.Close()
+		return err
+	}
+	closeStart := time.Now()
+	if err := e.Close(); err != nil {
+		return err
+	}
+	closeTime := time.Since(closeStart)
+	elapsed := time.Since(start)
+	payload := entries * row * int64(rowsPerBatch)
+	st, err := scan(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("built %s: %d entries of %d rows × %s, %s of payload (%d bytes) in %s (%.0f MiB/s; close %s); on disk %s (%d bytes) in %d generations (%d sealed, %d open) over %d shards\n",
+		dir, entries, rowsPerBatch, humanize.IBytes(uint64(row)), humanize.IBytes(uint64(payload)), payload,
+		elapsed.Round(time.Millisecond), float64(payload)/(1<<20)/appendTime.Seconds(), closeTime.Round(time.Millisecond),
+		humanize.IBytes(uint64(st.bytes)), st.bytes, st.gens, sealed, open, *shards)
+	if *asJSON {
+		printJSON(map[string]any{"mode": "build", "dir": dir, "entries": entries, "payload_bytes": payload,
+			"disk_bytes": st.bytes, "generations": st.gens, "sealed": sealed, "open": open, "shards": *shards,
+			"appenders": *appenders, "seconds": elapsed.Seconds(), "close_seconds": closeTime.Seconds()})
+	}
+	return nil
+}
+
+// appendAll appends batches of rowsPerBatch rows of row bytes from
+// -appenders goroutines, round-robin over the shards, until total bytes
+// are appended; it returns the number of entries.
+func appendAll(ctx context.Context, e *wal.Engine, schema *arrow.Schema, total, row int64, rowsPerBatch int) (int64, error) {
 	var appended, entries, nextID atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, *appenders)
@@ -186,17 +224,15 @@ func build(dir string) error {
 	}
 	wg.Wait()
 	close(errc)
-	if err := <-errc; err != nil {
-		e.Close()
-		return err
-	}
-	appendTime := time.Since(start)
-	var sealed, open int
+	return entries.Load(), <-errc
+}
+
+// countGenerations counts the table's sealed and open generations.
+func countGenerations(ctx context.Context, e *wal.Engine) (sealed, open int, err error) {
 	for s := range *shards {
 		gens, err := e.Generations(ctx, tableName, s)
 		if err != nil {
-			e.Close()
-			return err
+			return 0, 0, err
 		}
 		for _, g := range gens {
 			if g.Sealed {
@@ -206,27 +242,7 @@ func build(dir string) error {
 			}
 		}
 	}
-	closeStart := time.Now()
-	if err := e.Close(); err != nil {
-		return err
-	}
-	closeTime := time.Since(closeStart)
-	elapsed := time.Since(start)
-	payload := int64(entries.Load()) * row * int64(rowsPerBatch)
-	st, err := scan(dir)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("built %s: %d entries of %d rows × %s, %s of payload (%d bytes) in %s (%.0f MiB/s; close %s); on disk %s (%d bytes) in %d generations (%d sealed, %d open) over %d shards\n",
-		dir, entries.Load(), rowsPerBatch, humanize.IBytes(uint64(row)), humanize.IBytes(uint64(payload)), payload,
-		elapsed.Round(time.Millisecond), float64(payload)/(1<<20)/appendTime.Seconds(), closeTime.Round(time.Millisecond),
-		humanize.IBytes(uint64(st.bytes)), st.bytes, st.gens, sealed, open, *shards)
-	if *asJSON {
-		printJSON(map[string]any{"mode": "build", "dir": dir, "entries": entries.Load(), "payload_bytes": payload,
-			"disk_bytes": st.bytes, "generations": st.gens, "sealed": sealed, "open": open, "shards": *shards,
-			"appenders": *appenders, "seconds": elapsed.Seconds(), "close_seconds": closeTime.Seconds()})
-	}
-	return nil
+	return sealed, open, nil
 }
 
 // dirStats are the WAL directory's generation files.

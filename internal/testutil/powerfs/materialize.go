@@ -72,20 +72,7 @@ func (g *generation) materialize(dst string, tear *rand.Rand) error {
 					return err
 				}
 			case syscall.S_IFREG:
-				fst := g.m.tracked(e.ino)
-				from := src.path
-				if fst != nil {
-					from = fst.img
-					if tear != nil {
-						if err := fst.tear(src.path, tear); err != nil {
-							return err
-						}
-					}
-					if err := os.Chmod(from, src.perm); err != nil {
-						return err
-					}
-				}
-				if err := os.Link(from, p); err != nil {
+				if err := g.materializeFile(e.ino, src, p, tear); err != nil {
 					return err
 				}
 			case syscall.S_IFLNK:
@@ -101,6 +88,25 @@ func (g *generation) materialize(dst string, tear *rand.Rand) error {
 		return nil
 	}
 	return visit(root.Ino, dst)
+}
+
+// materializeFile links the file at p: its durable image if the model
+// tracks it (torn if tear is set), else the backing file as it is.
+func (g *generation) materializeFile(ino uint64, src located, p string, tear *rand.Rand) error {
+	fst := g.m.tracked(ino)
+	from := src.path
+	if fst != nil {
+		from = fst.img
+		if tear != nil {
+			if err := fst.tear(src.path, tear); err != nil {
+				return err
+			}
+		}
+		if err := os.Chmod(from, src.perm); err != nil {
+			return err
+		}
+	}
+	return os.Link(from, p)
 }
 
 // located is where an inode of the generation is found, and its permissions.
