@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -238,5 +239,64 @@ func TestAcquireUnknownTableAndBusy(t *testing.T) {
 	defer a.Release(context.Background())
 	if _, err := e.publisher("b").Acquire(e.ctx, "orders"); !errors.Is(err, coord.ErrClaimed) {
 		t.Fatalf("second acquirer: %v", err)
+	}
+}
+
+// Issue 31: a descriptor set found under a plan's key is reused only if it
+// is that plan's: its plan id and its files' WAL ranges. One that is not
+// (a record of another plan, a range rewritten) is retired, and the round
+// prepares anew instead of publishing files for positions they may not
+// hold.
+func TestDescriptorSetOfAnotherPlanIsNotReused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tamper func(rec map[string]any)
+	}{
+		{"plan-id", func(rec map[string]any) { rec["plan"] = "another-plan" }},
+		{"range", func(rec map[string]any) {
+			r := rec["files"].([]any)[0].(map[string]any)["range"].(map[string]any)
+			r["to"] = r["to"].(float64) - 1
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			e.produce(0, 4, 16)
+			s, err := e.publisher("a").Acquire(e.ctx, "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Release(context.Background())
+			prep, err := s.Prepare(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := filepath.Glob(filepath.Join(e.lance, "orders.lance", attemptsDir, "*", prep.Attempt+".json"))
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("descriptor set record: %v %v", recs, err)
+			}
+			raw, err := os.ReadFile(recs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				t.Fatal(err)
+			}
+			tc.tamper(rec)
+			if raw, err = json.Marshal(rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(recs[0], raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Round(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Reused || res.Attempt == prep.Attempt || res.Outcome != OutcomePublished {
+				t.Fatalf("a descriptor set that is not the plan's was reused: %+v", res)
+			}
+			e.exactlyOnce(e.tableIDs())
+		})
 	}
 }

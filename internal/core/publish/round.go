@@ -295,8 +295,9 @@ func (s *Session) plan(ctx context.Context, m *lance.Manifest, st State, res *Re
 	return plan, nil
 }
 
-// prepareOrReuse reuses the newest recorded descriptor set of the plan whose
-// files all verify, retiring those that do not, or prepares a new attempt.
+// prepareOrReuse reuses the newest recorded descriptor set of the plan that
+// is the plan's own (its id and file ranges) and whose files all verify,
+// retiring those that do not, or prepares a new attempt.
 // Either way the plan's digests are recorded when it returns, so before its
 // first commit (and any trim of what it covers).
 func (s *Session) prepareOrReuse(ctx context.Context, plan *Plan) (*Prepared, bool, error) {
@@ -305,6 +306,13 @@ func (s *Session) prepareOrReuse(ctx context.Context, plan *Plan) (*Prepared, bo
 		return nil, false, err
 	}
 	for _, a := range attempts {
+		if err := a.matches(plan); err != nil {
+			s.log.Warn("descriptor set does not match its plan; retiring the attempt", "attempt", a.Attempt, "err", err)
+			if err := s.store.RetireAttempt(ctx, a, s.guard); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
 		if err := s.verify(a); err != nil {
 			s.log.Warn("prepared files failed verification; retiring the attempt", "attempt", a.Attempt, "err", err)
 			if err := s.store.RetireAttempt(ctx, a, s.guard); err != nil {

@@ -130,6 +130,26 @@ type Prepared struct {
 	src recordSource // the file it was read from
 }
 
+// matches checks that the descriptor set is plan's: it names the plan, and
+// its files hold exactly the plan's file ranges, in order. A set found
+// under the plan's key that fails is not published (rule 8).
+func (p *Prepared) matches(plan *Plan) error {
+	if p.Plan != plan.ID {
+		return fmt.Errorf("descriptor set %s names plan %q, found under plan %s: %w", p.Attempt, p.Plan, plan.ID, errs.ErrCorrupt)
+	}
+	if len(p.Files) != len(plan.Files) {
+		return fmt.Errorf("descriptor set %s has %d files, plan %s has %d: %w", p.Attempt, len(p.Files), plan.ID, len(plan.Files), errs.ErrCorrupt)
+	}
+	for i, f := range p.Files {
+		want := plan.Files[i]
+		if f.Range.Shard != want.Shard || f.Range.From != want.From || f.Range.To != want.To {
+			return fmt.Errorf("descriptor set %s: file %d (%s) holds shard %d positions %d..%d, plan %s's file %d is shard %d positions %d..%d: %w",
+				p.Attempt, i, f.Descriptor.Path, f.Range.Shard, f.Range.From, f.Range.To, plan.ID, i, want.Shard, want.From, want.To, errs.ErrCorrupt)
+		}
+	}
+	return nil
+}
+
 // PreparedFile is one data file and the WAL range it holds.
 type PreparedFile struct {
 	Range      Range            `json:"range"`
