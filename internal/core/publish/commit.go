@@ -77,10 +77,8 @@ func (s *Session) beforeCommit(ctx context.Context, plan *Plan, prep *Prepared) 
 	if err := failpoint.Inject(ctx, failpoint.AfterWALEpochCheck, 0); err != nil {
 		return err
 	}
-	if g := s.p.cfg.CommitGuard; g != nil {
-		if err := g(ctx, s.table); err != nil {
-			return err
-		}
+	if err := s.commitGuard(ctx); err != nil {
+		return err
 	}
 	// The claim, read linearizably with the table's fleet-wide storage
 	// stop: no commit after another process's fsync failed (rule 24).

@@ -124,6 +124,9 @@ func (s *Session) prepareRound(ctx context.Context) (*Result, *Plan, *Prepared, 
 			return res, nil, nil, nil, err
 		}
 		if s.epoch == 0 {
+			if err := s.commitGuard(ctx); err != nil {
+				return res, nil, nil, nil, err
+			}
 			if err := s.advanceEpoch(ctx); err != nil {
 				return res, nil, nil, nil, err
 			}

@@ -90,9 +90,11 @@ type Config struct {
 	Execution func() string
 	// ClaimOptions are passed to every claim acquisition (TTL, slice).
 	ClaimOptions []coord.AcquireOption
-	// CommitGuard, when set, runs immediately before every data commit
-	// attempt; an error aborts the round before anything is linked. The
-	// catch-up executor checks its admission there (DESIGN.md §3 rule 15).
+	// CommitGuard, when set, runs immediately before every commit attempt
+	// (fence and data) and before a round advances the publisher epoch
+	// (not Acquire's advance, which takes the ownership); an error aborts
+	// before anything is linked or advanced. The catch-up executor checks
+	// its admission there (DESIGN.md §3 rule 15).
 	CommitGuard func(ctx context.Context, table string) error
 	// Clock and Logger; defaults are the real clock and a discarding logger.
 	Clock  clock.Clock
@@ -342,6 +344,9 @@ func (s *Session) fence(ctx context.Context) error {
 		case st.Epoch > s.epoch:
 			return fmt.Errorf("table %s version %d is fenced at epoch %d, this publisher has %d: %w", s.table, m.Version, st.Epoch, s.epoch, ErrFenced)
 		}
+		if err := s.commitGuard(ctx); err != nil {
+			return err
+		}
 		_, err = ds.Commit(ctx, lance.CommitRequest{
 			ParentVersion: m.Version,
 			Kind:          lance.ConfigOnly,
@@ -374,6 +379,14 @@ func (s *Session) fence(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("fence %s: still contended after %d attempts: %w", s.table, s.p.cfg.CommitAttempts, errs.ErrConflict)
+}
+
+// commitGuard runs the caller's CommitGuard, if any.
+func (s *Session) commitGuard(ctx context.Context) error {
+	if g := s.p.cfg.CommitGuard; g != nil {
+		return g(ctx, s.table)
+	}
+	return nil
 }
 
 func newID() string {

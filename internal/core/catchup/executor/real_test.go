@@ -223,3 +223,43 @@ func TestRealStackCacheServesARepreparedBatch(t *testing.T) {
 		t.Fatalf("%d bytes still reserved after the run and Close", r)
 	}
 }
+
+// cancelAfterBegin wraps the real store: the master cancels the admission
+// right after the execution has begun, before the executor's first round.
+type cancelAfterBegin struct {
+	*catchup.Store
+	m *catchup.Master
+}
+
+func (c *cancelAfterBegin) BeginExecution(ctx context.Context, table, jobID string) (catchup.Execution, error) {
+	x, err := c.Store.BeginExecution(ctx, table, jobID)
+	if err == nil {
+		err = c.m.Cancel(ctx, table, "test", "test")
+	}
+	return x, err
+}
+
+// Issue 31: an execution's fence commit is guarded by the admission check
+// like its data commits (rule 15): cancelled before its first round, the
+// executor fences nothing.
+func TestRealStackCancelBeforeFence(t *testing.T) {
+	s := newStack(t, 2)
+	rep, err := s.execute(s.job, &cancelAfterBegin{Store: s.store, m: s.m})
+	if !errors.Is(err, catchup.ErrAdmissionClosed) || rep.Outcome != OutcomeAdmissionClosed {
+		t.Fatalf("err %v outcome %s; want admission closed", err, rep.Outcome)
+	}
+	ds, err := lance.Open(filepath.Join(s.root, "t.lance"))
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		return // nothing was committed at all
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ds.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := publish.ParseState(m.Config); err != nil || st.Epoch != 0 {
+		t.Fatalf("version %d carries epoch %d (%v): the executor fenced after its admission was closed", m.Version, st.Epoch, err)
+	}
+}
