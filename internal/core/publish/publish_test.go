@@ -300,3 +300,26 @@ func TestDescriptorSetOfAnotherPlanIsNotReused(t *testing.T) {
 		})
 	}
 }
+
+// Issue 31: a fence that wins on its last allowed attempt has fenced the
+// table; it used to report "still contended" (with one attempt allowed,
+// every first fence failed).
+func TestFenceWonOnTheLastAttemptIsAFence(t *testing.T) {
+	e := newEnv(t, 1)
+	e.produce(0, 2, 10)
+	p := New(e.log, e.co, Config{
+		LanceRoot: e.lance, CommitAttempts: 1,
+		Owner:  coord.Owner{ID: "w", Kind: coord.OwnerWorker},
+		Limits: Limits{MaxBytes: 1 << 30, MaxGenerations: 1000, FileBytes: 128 << 10},
+	})
+	s, err := p.Acquire(e.ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(context.Background())
+	res, err := s.Round(e.ctx)
+	if err != nil || res.Outcome != OutcomePublished {
+		t.Fatalf("round with one commit attempt: %+v, %v; want published", res, err)
+	}
+	e.exactlyOnce(e.tableIDs())
+}
