@@ -120,6 +120,7 @@ func powerLossRun(t *testing.T, seed uint64, cuts, share int, simpleSeqs, compou
 		seq := seqs[rng.IntN(len(seqs))]
 		desc := seq.run(h, rng)
 		loss = h.cut(rng, seq.name+": "+desc, seq.compound)
+		h.resumeIfStopped()
 		h.startWAL("", "", false)
 		h.checkSurvivors(loss)
 	}

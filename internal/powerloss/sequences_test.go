@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/failpoint"
 	"github.com/walctl/walctl/internal/testutil/proc"
@@ -40,7 +43,7 @@ var compound = []sequence{
 	{"kill wal serve under load, restart, publish, cut", true, (*harness).seqKillUnderLoad},
 	{"cut, restart paused in recovery, cut", true, (*harness).seqCutInRecovery},
 	{"cut, restart with an injected error, take over, cut", true, (*harness).seqErrorOnRestart},
-	{"fsync fails in the file system, take over, cut", true, (*harness).seqFailedSync},
+	{"fsync fails in the file system, another process takes over or is refused, cut", true, (*harness).seqFailedSync},
 	{"compact paused mid-way, cut", true, (*harness).seqCompact},
 	{"clean paused mid-way, cut", true, (*harness).seqClean},
 }
@@ -228,8 +231,11 @@ func (h *harness) seqErrorOnRestart(rng *rand.Rand) string {
 // seqFailedSync makes the file system fail an fsync of the WAL server's or
 // the worker's files (the dirty data is dropped from durability, the page
 // cache keeps it: Linux's semantics); the failed process is replaced by
-// another that takes over the same files, the load goes on, and the power
-// is cut.
+// another, the load goes on, and the power is cut. A WAL server takes
+// over the same files; a worker's failure stops the table for the whole
+// fleet (rule 24), so its replacement publishes nothing — the stop is
+// lifted after the cut (resumeIfStopped), as an operator would after the
+// reboot.
 func (h *harness) seqFailedSync(rng *rand.Rand) string {
 	victim := []string{"wal", "worker"}[rng.IntN(2)]
 	fire := h.plan("fsync failure in the file system under " + victim)
@@ -244,12 +250,37 @@ func (h *harness) seqFailedSync(rng *rand.Rand) string {
 		h.mayExit[h.srv] = true
 		h.startWAL("", "", false)
 		h.plan("ACKs after the takeover")(h.prod.waitAcks(1+rng.IntN(100), reachTimeout))
-	} else {
-		h.mayExit[h.worker] = true
-		h.startWorker("")
-		h.plan("a publication after the takeover")(h.waitVersionAbove(before))
+		return "an fsync under wal/ failed, another process took over"
 	}
-	return "an fsync under " + victim + "/ failed, another process took over"
+	h.plan("the table stopped for the fleet")(h.waitFor(h.stopped))
+	h.mayExit[h.worker] = true
+	at := h.latestVersion()
+	h.startWorker("")
+	time.Sleep(2 * time.Second) // ten of the replacement's polls
+	h.plan("no publication by the replacement while stopped")(h.stopped() && h.latestVersion() == at)
+	return fmt.Sprintf("an fsync under worker/ failed, the table stopped at version %d (latest before the failure %d), the replacement was refused", at, before)
+}
+
+// stopped reports whether the table's fleet-wide storage stop is recorded.
+func (h *harness) stopped() bool {
+	resp, err := h.etcdC.Get(h.ctx, coord.DefaultPrefix+"/stopped/"+table, clientv3.WithCountOnly())
+	return err == nil && resp.Count > 0
+}
+
+// resumeIfStopped lifts the table's storage stop after a cut (the machine
+// rebooted: no page cache survives), with the audited command an operator
+// runs.
+func (h *harness) resumeIfStopped() {
+	h.t.Helper()
+	if !h.stopped() {
+		return
+	}
+	r := h.runner.Run(h.t, "resume", nil, "--etcd-endpoints", h.etcd.Endpoint(), "--output", "json",
+		"table", "resume", "--table", table, "--reason", "power cycled after a failed fsync")
+	if r.Code != 0 {
+		h.fail(nil, "table resume: %s", r)
+	}
+	h.faults.Fire("(stops resumed after the cut)")
 }
 
 // compactPoints are where a compaction is cut, with the number of the
