@@ -80,9 +80,11 @@ $(VERSITYGW): hack/versitygw/go.mod hack/versitygw/go.sum hack/versitygw/tools.g
 ## chaos: randomized, seeded fault schedules against real processes (etcd,
 ## wal serve, workers, master with catch-up executors, one-shot publish,
 ## table compact and table clean): SIGKILL, SIGSTOP past the claim TTL,
-## etcd and WAL restarts, injected I/O errors. Strict verdicts: only an
+## etcd and WAL restarts, injected I/O errors, a worker's failed fsync
+## (the table stops for the fleet until resumed). Strict verdicts: only an
 ## append of unknown outcome may be in a table unACKed, every Lance version
-## is audited, a planned fault that never fired or a crash fails the run.
+## is audited and is the one its committer logged, a planned fault that
+## never fired or a crash fails the run.
 ## One line per run; a failed run prints its seed and schedule.
 ##   make chaos RUNS=100      a hundred runs (the default)
 ##   make chaos SEED=1234     replay one run

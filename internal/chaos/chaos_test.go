@@ -86,6 +86,8 @@ type outcome struct {
 	invented, uncertainSeen int
 	unverified              int // ACKed ids of tables the official reader could not read
 	versions, oracleVersion int // Lance versions audited; re-read by the official reader
+	commits                 int // logged commits checked against their versions
+	resumes                 int // storage stops the operator lifted
 	catchups                int // catch-up executors the master started
 	compactions, cleaned    int // compaction groups committed; versions cleaned away
 	revokes                 int // claims revoked to make room for a one-shot
@@ -102,6 +104,8 @@ func (o *outcome) add(p outcome) {
 	o.unverified += p.unverified
 	o.versions += p.versions
 	o.oracleVersion += p.oracleVersion
+	o.commits += p.commits
+	o.resumes += p.resumes
 	o.catchups += p.catchups
 	o.compactions += p.compactions
 	o.cleaned += p.cleaned
@@ -109,8 +113,8 @@ func (o *outcome) add(p outcome) {
 }
 
 func (o outcome) String() string {
-	return fmt.Sprintf("faults=%d catchups=%d compactions=%d versions-cleaned=%d claims-revoked=%d acked=%d lost=%d duplicated=%d never-appended=%d unknown-published=%d unverified=%d versions-audited=%d official-reader-versions=%d",
-		o.faults.Planned(), o.catchups, o.compactions, o.cleaned, o.revokes, o.acked, o.lost, o.duplicated, o.invented, o.uncertainSeen, o.unverified, o.versions, o.oracleVersion)
+	return fmt.Sprintf("faults=%d catchups=%d compactions=%d versions-cleaned=%d claims-revoked=%d stops-resumed=%d acked=%d lost=%d duplicated=%d never-appended=%d unknown-published=%d unverified=%d versions-audited=%d commits-audited=%d official-reader-versions=%d",
+		o.faults.Planned(), o.catchups, o.compactions, o.cleaned, o.revokes, o.resumes, o.acked, o.lost, o.duplicated, o.invented, o.uncertainSeen, o.unverified, o.versions, o.commits, o.oracleVersion)
 }
 
 // TestChaos runs seeded fault schedules against the real processes and
@@ -205,6 +209,7 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 		o.uncertainSeen += c.uncertainSeen
 		o.versions += c.versions
 		o.oracleVersion += c.oracleVersions
+		o.commits += c.commits
 		if c.unverified {
 			o.unverified += c.acked
 		}
@@ -220,7 +225,7 @@ func runOnce(t *testing.T, cfg config, seed uint64) (o outcome) {
 		t.Error(p)
 	}
 	o.wall = time.Since(start)
-	o.catchups, o.compactions, o.cleaned, o.revokes = s.catchups(), s.compactions, s.versionsRemoved, s.revokes
+	o.catchups, o.compactions, o.cleaned, o.revokes, o.resumes = s.catchups(), s.compactions, s.versionsRemoved, s.revokes, s.resumes
 	fmt.Printf("seed=%d %s executor-faults-without-executor=%d wall=%s\n", seed, o, s.execMissed, o.wall.Round(100*time.Millisecond))
 	return o
 }

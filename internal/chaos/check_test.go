@@ -3,6 +3,9 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/walctl/walctl/internal/core/lance/oracle"
 	"github.com/walctl/walctl/internal/testutil/exactlyonce"
@@ -15,6 +18,7 @@ type tableCheck struct {
 	lost, duplicated           int
 	invented                   int // ids in the table that were refused or never appended
 	versions, oracleVersions   int // versions audited, and re-read by the official reader
+	commits                    int // logged commits checked against their versions
 	problems                   []string
 }
 
@@ -44,6 +48,9 @@ func (s *system) check(table string, tl *tableLoad, history *exactlyonce.History
 	c.versions = len(vs)
 	c.problems = append(c.problems, tl.ledger.AuditVersions(vs)...)
 	c.problems = append(c.problems, history.Observe(vs, s.cleaned)...)
+	commits := s.commits(table)
+	c.commits = len(commits)
+	c.problems = append(c.problems, exactlyonce.AuditCommits(vs, commits)...)
 	picked := exactlyonce.PickVersions(vs, oracleVersions)
 	c.oracleVersions = len(picked)
 	c.problems = append(c.problems, exactlyonce.CrossCheck(s.ctx, o, s.tablePath(table), picked)...)
@@ -80,4 +87,27 @@ func (s *system) verify(table string) string {
 		return fmt.Sprintf("walctl verify --table %s: %s", table, r)
 	}
 	return ""
+}
+
+// commits are the commits of table that every process of the run logged:
+// members (every process they ran), one-shots and catch-up executors.
+func (s *system) commits(table string) []exactlyonce.Commit {
+	var all []exactlyonce.Commit
+	for _, name := range s.order {
+		m := s.members[name]
+		for _, log := range append(slices.Clone(m.logs), m.p.Stderr()) {
+			all = append(all, exactlyonce.ParseCommits(log, name)...)
+		}
+	}
+	for _, o := range s.oneShots {
+		for _, r := range o.results {
+			all = append(all, exactlyonce.ParseCommits(r.Stderr, o.f.Kind)...)
+		}
+	}
+	for _, path := range s.executorLogs() {
+		if b, err := os.ReadFile(path); err == nil {
+			all = append(all, exactlyonce.ParseCommits(string(b), filepath.Base(path))...)
+		}
+	}
+	return slices.DeleteFunc(all, func(c exactlyonce.Commit) bool { return c.Table != table })
 }

@@ -4,11 +4,13 @@
 // worker run`, a `walctl master run` with the local runner starting `walctl
 // catchup run` executors, producers with unique ids, and one-shot `walctl
 // publish`, `table compact` and `table clean` racing the workers (every run
-// compacts and cleans). Faults: SIGKILL and SIGSTOP/SIGCONT (past the claim
+// compacts, cleans and fails a worker's fsync). Faults: SIGKILL and SIGSTOP/SIGCONT (past the claim
 // TTL) of any process, etcd and WAL-server restarts, injected I/O errors
 // (EIO/ENOSPC at the durable write, fsync and rename sites, errors at the
-// publication points), one-shots SIGKILLed at a publication, commit or
-// removal point.
+// publication points), a worker's failed fsync (fsync-worker: the table
+// stops for the whole fleet, one-shots are refused with exit 6, and once
+// that worker was restarted the operator lifts the stop with `table
+// resume`), one-shots SIGKILLed at a publication, commit or removal point.
 //
 // Verdicts are strict (exactlyonce): only an append that failed as
 // unavailable, cancelled or past its deadline may be in a table without an
@@ -17,7 +19,9 @@
 // duplicate, no id dropped from one version to the next, watermarks and
 // epochs never down, each ACKed batch in a version iff its position is
 // within the version's watermark, no version number gone or changed but
-// the oldest ones `table clean` removes); some versions are read again by
+// the oldest ones `table clean` removes); every version a process logged
+// publishing (its plan) or fencing (its epoch) must be that one (a number
+// two committers both won is caught); some versions are read again by
 // the official LanceDB reader (exactlyonce.EnvOracleVersions), the latest
 // always, and `walctl verify` must pass. A planned fault that never fired
 // (an executor fault with no executor, an I/O error never injected, a

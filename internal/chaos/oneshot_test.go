@@ -53,7 +53,10 @@ func (s *system) startOneShot(f fault) *oneShot {
 			// Refused (claimed, fenced), a dependency away, no dataset yet
 			// (nothing published), or nothing done (nothing to merge, or no
 			// failpoint reached before the end): try again.
-			again := r.Code == 3 || r.Code == 4 || r.Code == 5 || (r.Code == 0 && (f.Spec != "" || f.Kind == Compact))
+			// A table a worker's failed fsync stopped is refused with
+			// exit 6 until the operator resumes it.
+			stopped := r.Code == 6 && strings.Contains(r.Stderr, "table stopped by a storage failure")
+			again := r.Code == 3 || r.Code == 4 || r.Code == 5 || stopped || (r.Code == 0 && (f.Spec != "" || f.Kind == Compact))
 			if proc.Crash(r.Stderr) != "" || r.Signal != 0 || !again {
 				o.problem = fmt.Sprintf("%s (%s): %s", f.Kind, strings.Join(args, " "), r)
 				return

@@ -70,6 +70,9 @@ func (s *system) supervise(until time.Time) error {
 				return err
 			}
 		}
+		if s.resumePending {
+			s.resumeStops()
+		}
 		select {
 		case <-tick.C:
 		case <-time.After(time.Until(until)):
@@ -154,7 +157,7 @@ func (s *system) apply(ev event) error {
 		}
 		m.stopped = !ev.recover
 		return nil
-	case IOWorker, IOWAL:
+	case IOWorker, FsyncWorker, IOWAL:
 		if ev.recover && m.armed != "" && !injected(m.p.Stderr()) {
 			// Not fired yet (the worker may have held no table): it runs on
 			// armed, and supervise restarts it clean once it fires.
@@ -230,6 +233,12 @@ func (s *system) quiesce(due []event) ([]string, error) {
 				return s.notes, err
 			}
 		}
+	}
+	for deadline := time.Now().Add(oneShotWindow); s.resumePending && time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		s.resumeStops()
+	}
+	if s.resumePending {
+		return s.notes, fmt.Errorf("the storage stops could not be resumed within %s", oneShotWindow)
 	}
 	for _, o := range s.oneShots {
 		if p := o.wait(); p != "" {

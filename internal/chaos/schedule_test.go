@@ -25,6 +25,7 @@ const (
 	KillExec    = "kill-executor" // SIGKILL a running `catchup run` executor, if any
 	StopExec    = "stop-executor" // SIGSTOP it past the claim TTL, then SIGCONT
 	IOWorker    = "io-worker"     // restart a worker with an injected I/O or publication error
+	FsyncWorker = "fsync-worker"  // restart a worker whose next fsync fails: the table stops for the fleet until resumed
 	IOWAL       = "io-wal"        // restart the WAL server with an injected I/O error
 	Publish     = "publish"       // a one-shot `walctl publish` racing the workers
 	PublishKill = "publish-kill"  // the same, SIGKILLed at a publication point
@@ -36,7 +37,7 @@ const (
 
 // Kinds are every fault kind, in the order the summary lists them.
 var Kinds = []string{KillWorker, StopWorker, KillWAL, StopWAL, KillEtcd, StopEtcd, KillMaster, StopMaster,
-	KillExec, StopExec, IOWorker, IOWAL, Publish, PublishKill, Compact, CompactKill, Clean, CleanKill}
+	KillExec, StopExec, IOWorker, FsyncWorker, IOWAL, Publish, PublishKill, Compact, CompactKill, Clean, CleanKill}
 
 // oneShots are the kinds run as a one-shot command beside the daemons.
 var oneShots = []string{Publish, PublishKill, Compact, CompactKill, Clean, CleanKill}
@@ -110,9 +111,10 @@ func schedule(seed uint64, phase time.Duration, n, workers int, exclude []string
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
 	busy := map[string]time.Duration{} // member → busy until
 	var out []fault
-	// Every run compacts and cleans under its faults (unless excluded).
+	// Every run compacts, cleans and fails a worker's fsync under its
+	// faults (unless excluded).
 	var must []string
-	for _, pair := range [][2]string{{Compact, CompactKill}, {Clean, CleanKill}} {
+	for _, pair := range [][2]string{{Compact, CompactKill}, {Clean, CleanKill}, {FsyncWorker, FsyncWorker}} {
 		if k := pair[rng.IntN(2)]; slices.Contains(kinds, k) {
 			must = append(must, k)
 		}
@@ -130,7 +132,7 @@ func schedule(seed uint64, phase time.Duration, n, workers int, exclude []string
 				continue
 			}
 			switch {
-			case f.Kind == IOWorker || f.Kind == IOWAL:
+			case f.Kind == IOWorker || f.Kind == FsyncWorker || f.Kind == IOWAL:
 				// An injected fault may outlive its hold until it fires.
 				busy[f.Target] = at + f.Hold + armWait + 200*time.Millisecond
 			case !slices.Contains(oneShots, f.Kind):
@@ -175,6 +177,8 @@ func draw(rng *rand.Rand, kind string, workers int, dur func(lo, hi time.Duratio
 		return fault{Kind: kind, Target: "executor", Hold: pastTTL()}
 	case IOWorker:
 		return fault{Kind: kind, Target: worker, Hold: dur(2*time.Second, 4*time.Second), Spec: workerFailpoints[rng.IntN(len(workerFailpoints))]}
+	case FsyncWorker:
+		return fault{Kind: kind, Target: worker, Hold: dur(2*time.Second, 4*time.Second), Spec: durable.FailSync + "=error*1"}
 	case IOWAL:
 		return fault{Kind: kind, Target: "wal", Hold: dur(time.Second, 3*time.Second), Spec: walFailpoints[rng.IntN(len(walFailpoints))]}
 	case Publish:

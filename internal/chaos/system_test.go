@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -87,6 +88,11 @@ type system struct {
 	// that found no executor running.
 	execFaults map[fault]*execFault
 	execMissed int
+	// resumePending is set when a process that stopped a table for the
+	// fleet (a failed fsync) was restarted: the operator lifts the stop
+	// (resumeStops); resumes counts the stops lifted.
+	resumePending bool
+	resumes       int
 	// masterPgids are the process groups of the masters started so far
 	// (an executor lives in the group of the master that started it).
 	mu          sync.Mutex
@@ -179,6 +185,9 @@ func (s *system) restart(name, fp string) error {
 		// outlive a master); the test's cleanup ends every group.
 		m.p.Kill()
 		m.logs = append(m.logs, m.p.Stderr())
+		if stoppedFleet(m.p.Stderr()) {
+			s.resumePending = true
+		}
 		if m.armed != "" && injected(m.p.Stderr()) {
 			s.faults.Fire(m.armed)
 		}
@@ -202,6 +211,38 @@ func (s *system) restart(name, fp string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	return nil
+}
+
+// stoppedFleet reports whether a process's log shows that a failed fsync
+// stopped one of its tables for the fleet (recorded in etcd or not yet).
+func stoppedFleet(stderr string) bool {
+	return strings.Contains(stderr, "stopped for the whole fleet") || strings.Contains(stderr, "stop could not be recorded yet")
+}
+
+// resumeStops is the operator's runbook after a failed fsync stopped a
+// table for the fleet (rule 24): the process that met it was restarted
+// (the injected failure was the storage's only fault), so every stop is
+// lifted with the audited `table resume`. With etcd away it is tried again
+// at the next tick.
+func (s *system) resumeStops() {
+	run := func(args ...string) proc.Result {
+		return s.walctl.Start(s.t, "operator", nil, append([]string{"--data-dir", s.procDir("operator"), "--output", "json"}, args...)...).Wait()
+	}
+	r := run("table", "stopped")
+	var stops []struct {
+		Table string `json:"table"`
+	}
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &stops) != nil {
+		return
+	}
+	for _, st := range stops {
+		if r := run("table", "resume", "--table", st.Table, "--reason", "chaos: the process that met the failed fsync was restarted"); r.Code != 0 {
+			return
+		}
+		s.resumes++
+		s.faults.Fire("(stops resumed)")
+	}
+	s.resumePending = false
 }
 
 // injected reports whether a process's log shows an injected fault.

@@ -10,16 +10,17 @@ import (
 	"github.com/walctl/walctl/internal/testutil/proc"
 )
 
-// Every schedule compacts and cleans under its faults (issue 30): before,
-// no schedule did. Excluding a kind is honoured.
+// Every schedule compacts and cleans under its faults (issue 30), and fails
+// a worker's fsync (issue 31): before, no schedule did. Excluding a kind is
+// honoured.
 func TestScheduleCompactsAndCleans(t *testing.T) {
 	for seed := uint64(1); seed <= 200; seed++ {
 		sched := schedule(seed, 10*time.Second, 8, 3, nil)
 		has := func(kinds ...string) bool {
 			return slices.ContainsFunc(sched, func(f fault) bool { return slices.Contains(kinds, f.Kind) })
 		}
-		if !has(Compact, CompactKill) || !has(Clean, CleanKill) {
-			t.Fatalf("seed %d: no compaction or no clean:\n%s", seed, formatSchedule(sched))
+		if !has(Compact, CompactKill) || !has(Clean, CleanKill) || !has(FsyncWorker) {
+			t.Fatalf("seed %d: no compaction, no clean or no failed fsync:\n%s", seed, formatSchedule(sched))
 		}
 		for _, f := range sched {
 			if (f.Kind == CompactKill || f.Kind == CleanKill) && !strings.HasSuffix(f.Spec, "=kill*1") {

@@ -63,9 +63,9 @@ const (
 	// says why, once: no retry trusts a storage that lost a write.
 	kindStorage errorKind = "storage"
 	// kindStopped: another process's failed fsync stopped the table for
-	// the fleet (coord.ErrTableStopped). Like kindCorrupt: released, looked
-	// at again after the backoff, published again once an operator resumed
-	// the table.
+	// the fleet (coord.ErrTableStopped). Released and looked at again after
+	// the transient backoff (at most ErrorBackoff), so a table an operator
+	// resumed is published again within it.
 	kindStopped errorKind = "stopped"
 	// kindOther: anything else. Transient.
 	kindOther errorKind = "other"
@@ -104,7 +104,7 @@ func classify(err, claimErr error, shutdown bool) errorKind {
 
 // severe kinds release the table and wait CorruptBackoff (doubling).
 func (k errorKind) severe() bool {
-	return k == kindCorrupt || k == kindNotFound || k == kindInvalid || k == kindStopped
+	return k == kindCorrupt || k == kindNotFound || k == kindInvalid
 }
 
 // busy reports whether an Acquire error only says someone else has the

@@ -58,12 +58,12 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-	for _, k := range []errorKind{kindCorrupt, kindNotFound, kindInvalid, kindStopped} {
+	for _, k := range []errorKind{kindCorrupt, kindNotFound, kindInvalid} {
 		if !k.severe() {
 			t.Errorf("%s is not severe", k)
 		}
 	}
-	for _, k := range []errorKind{kindFenced, kindShutdown, kindConflict, kindUnavailable, kindWALUnavailable, kindFilesDamaged, kindOther} {
+	for _, k := range []errorKind{kindFenced, kindShutdown, kindConflict, kindUnavailable, kindWALUnavailable, kindFilesDamaged, kindStopped, kindOther} {
 		if k.severe() {
 			t.Errorf("%s is severe", k)
 		}

@@ -116,6 +116,9 @@ func (t *tableLoop) hold(ctx context.Context, s *publish.Session) (delay time.Du
 			case k == kindFenced:
 				why = "fenced"
 				return t.w.cfg.LostBackoff
+			case k == kindStopped:
+				why = "stopped by a storage failure"
+				return t.transient.next()
 			case k == kindShutdown:
 				return 0
 			case k == kindWALUnavailable:

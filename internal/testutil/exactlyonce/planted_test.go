@@ -306,3 +306,26 @@ func TestPlantedFaultThatNeverFired(t *testing.T) {
 		t.Fatalf("String:\n%s", s)
 	}
 }
+
+// AuditCommits: a version that records another plan or epoch than its
+// committer logged (two winners of one number) is a finding; a version
+// removed since, or one that matches, is not.
+func TestAuditCommitsFindsAVersionWithTwoCommitters(t *testing.T) {
+	log := `time=x level=INFO msg="table fenced" table=t1 epoch=3 parent=4
+time=x level=INFO msg=published table=t1 plan=p-6 version=6 rows=10 files=1
+time=x level=INFO msg=published table=t1 plan=p-7 version=7 rows=10 files=1
+time=x level=INFO msg=published table=t1 plan=p-9 version=9 rows=10 files=1`
+	commits := ParseCommits(log, "worker-0")
+	if len(commits) != 4 {
+		t.Fatalf("parsed %d commits: %+v", len(commits), commits)
+	}
+	vs := []Version{{Number: 5, Epoch: 3}, {Number: 6, Epoch: 3, Plan: "p-6"}, {Number: 7, Epoch: 4, Plan: "stale-plan"}}
+	got := AuditCommits(vs, commits)
+	if len(got) != 1 || !strings.Contains(got[0], "version 7 records plan \"stale-plan\"") {
+		t.Fatalf("findings %q; want exactly version 7's", got)
+	}
+	vs[0].Epoch = 2
+	if got := AuditCommits(vs, commits); len(got) != 2 {
+		t.Fatalf("a fence at another epoch: findings %q; want 2", got)
+	}
+}
