@@ -193,6 +193,12 @@ func (c *Client) claimsDir() string       { return c.prefix + "/claims/" }
 func (c *Client) reservationsDir() string { return c.prefix + "/reservations/" }
 func (c *Client) auditDir() string        { return c.prefix + "/audit/" }
 
+// auditKey is the key of an audit record of an action on table at now:
+// audit records sort by time.
+func (c *Client) auditKey(now time.Time, table string) string {
+	return c.auditDir() + now.Format("20060102T150405.000000000Z") + "-" + table
+}
+
 // callCtx derives the per-call deadline.
 func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.callTimeout)

@@ -157,7 +157,7 @@ func (c *Client) Revoke(ctx context.Context, req RevokeRequest) (RevokeResult, e
 			req.Table, ci.CreateRevision, ci.Owner, req.ExpectCreateRevision, ErrClaimChanged)
 	}
 	now := c.clock.Now().UTC()
-	ak := c.auditDir() + now.Format("20060102T150405.000000000Z") + "-" + req.Table
+	ak := c.auditKey(now, req.Table)
 	audit := auditRecord{header{KindAudit, SchemaVersion}, AuditRecord{
 		Action: "revoke-claim", Table: req.Table, Actor: req.Actor, Reason: req.Reason, At: now, Claim: ci,
 	}}

@@ -181,7 +181,7 @@ func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeResult, e
 		return ResumeResult{}, fmt.Errorf("table %s: stop record is revision %d, not the expected %d: %w", req.Table, st.Revision, req.ExpectRevision, ErrStopChanged)
 	}
 	now := c.clock.Now().UTC()
-	ak := c.auditDir() + now.Format("20060102T150405.000000000Z") + "-" + req.Table
+	ak := c.auditKey(now, req.Table)
 	audit := auditRecord{header{KindAudit, SchemaVersion}, AuditRecord{
 		Action: "resume-table", Table: req.Table, Actor: req.Actor, Reason: req.Reason, At: now, Stop: &st.StopRecord,
 	}}
