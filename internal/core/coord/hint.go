@@ -157,39 +157,56 @@ func (h *Hint) load(ctx context.Context) (int64, error) {
 // retrying with backoff on the injected clock.
 func (h *Hint) run(ctx context.Context, rev int64) {
 	defer close(h.exited)
-	backoff := 100 * time.Millisecond
+	const first = 100 * time.Millisecond
+	backoff := first
+	wait := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-h.c.clock.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+		return true
+	}
 	for {
-		h.follow(ctx, rev)
+		started := h.c.clock.Now()
+		events := h.follow(ctx, rev)
 		h.mu.Lock()
 		h.synced = false
 		h.mu.Unlock()
+		// A watch that ended at once with nothing (a member without a
+		// leader ends it while its local reads still answer) is not
+		// reopened at once: that would spin.
+		if events > 0 || h.c.clock.Since(started) >= time.Second {
+			backoff = first
+		} else if !wait() {
+			return
+		}
 		for {
 			if ctx.Err() != nil {
 				return
 			}
 			var err error
 			if rev, err = h.load(ctx); err == nil {
-				backoff = 100 * time.Millisecond
 				break
 			}
-			select {
-			case <-ctx.Done():
+			if !wait() {
 				return
-			case <-h.c.clock.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Second)
 		}
 	}
 }
 
-// follow applies watch events until the watch ends.
-func (h *Hint) follow(ctx context.Context, rev int64) {
+// follow applies watch events until the watch ends, and returns how many
+// responses with events it applied.
+func (h *Hint) follow(ctx context.Context, rev int64) int {
 	// A member cut off from the quorum ends the watches (and the hint is
 	// read again) instead of leaving them silent.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	cdir, rdir := h.c.claimsDir(), h.c.reservationsDir()
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(rev + 1)}
+	events := 0
 	cw := h.c.cli.Watch(wctx, cdir, opts...)
 	rw := h.c.cli.Watch(wctx, rdir, opts...)
 	for {
@@ -204,7 +221,10 @@ func (h *Hint) follow(ctx context.Context, rev int64) {
 			set, dir = &h.reserved, rdir
 		}
 		if !ok || wr.Canceled || wr.Err() != nil {
-			return
+			return events
+		}
+		if len(wr.Events) > 0 {
+			events++
 		}
 		h.mu.Lock()
 		for _, ev := range wr.Events {

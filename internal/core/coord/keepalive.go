@@ -50,7 +50,7 @@ func (cl *Claim) run(seen int64) {
 				cl.lose(err)
 				return
 			}
-			if wch == nil { // the quorum answered again: watch again
+			if wch == nil && cl.age() < interval { // renewed: the quorum answers again
 				wch = cl.watch(seen)
 			}
 

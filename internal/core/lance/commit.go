@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/lance/lancepb"
 	"github.com/walctl/walctl/internal/core/objstore"
@@ -130,10 +131,14 @@ func (d *Dataset) Commit(ctx context.Context, req CommitRequest) (*CommitResult,
 	// writers on one parent then create one key, and the conditional
 	// create lets exactly one of them win.
 	file := encodeManifestFile(next, txn.Encode(), index)
-	if err := d.putManifest(ctx, next.Version, parent.V2Naming, file); err != nil {
+	err = d.putManifest(ctx, next.Version, parent.V2Naming, file)
+	if errors.Is(err, ErrCommitUnknown) && !errors.Is(err, durable.ErrSyncFailed) {
+		return nil, d.resolveReused(ctx, parent, next.Version, req.TxnID, err)
+	}
+	if err != nil {
 		return nil, err
 	}
-	if err := d.confirmFresh(ctx, parent.Version, next.Version, parent.V2Naming); err != nil {
+	if err := d.confirmFresh(ctx, parent, next.Version, req.TxnID); err != nil {
 		return nil, err
 	}
 	return &CommitResult{Version: next.Version, TxnID: req.TxnID, FragmentIDs: fragIDs}, nil

@@ -73,43 +73,56 @@ func MinCleanAge(claimTTL time.Duration) time.Duration { return 2 * claimTTL }
 // ErrFenced, and nothing is removed. Cancellation stops between deletions;
 // what is removed stays removed, nothing referenced is touched.
 func (s *Session) Clean(ctx context.Context, olderThan time.Duration) (*CleanResult, error) {
-	if err := s.claim.Valid(ctx); err != nil {
-		return nil, err
-	}
 	res := &CleanResult{Table: s.table, MinAge: MinCleanAge(s.claim.TTL()), VersionsRemoved: []uint64{}, FilesRemoved: []string{}, RecordsRemoved: []string{}, UploadsAborted: []string{}}
+	if err := s.p.stopped.check(s.table); err != nil {
+		return res, err
+	}
+	err := s.clean(ctx, olderThan, res)
+	return res, s.p.stopped.note(s.table, err)
+}
+
+func (s *Session) clean(ctx context.Context, olderThan time.Duration, res *CleanResult) error {
+	if err := s.claim.Valid(ctx); err != nil {
+		return err
+	}
 	// The fence would abort the open uploads silently: abort them here, to
 	// report them. An attempt whose upload this interrupts can no more be
 	// published than after the fence: its file never completes.
 	aborted, abortErr := s.abortUploads(ctx, time.Time{})
 	res.UploadsAborted = aborted
 	if err := s.ensureFenced(ctx); err != nil {
-		return res, errors.Join(err, abortErr)
+		return errors.Join(err, abortErr)
 	}
 	res.Epoch = s.epoch
 	ds, err := s.dataset(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	// The cutoff is taken after the fence: the fence is the version every
 	// deposed holder now collides with, whatever it read before.
 	res.Cutoff = s.now().Add(-max(olderThan, res.MinAge)).UTC()
 	kept, err := s.expireVersions(ctx, ds, res)
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.VersionsKept = len(kept)
+	// Validated again, with the storage stop (rule 24), before any file
+	// is removed.
+	if err := s.claim.Valid(ctx); err != nil {
+		return err
+	}
 	refs := referenced(kept)
 	keep, err := s.keepRecords(ctx, refs, res)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if err := s.removeFiles(ctx, "data", refs, keep, res); err != nil {
-		return res, err
+		return err
 	}
 	if err := s.removeFiles(ctx, "_deletions", refs, keep, res); err != nil {
-		return res, err
+		return err
 	}
-	return res, abortErr
+	return abortErr
 }
 
 // expireVersions removes the oldest versions committed before the cutoff,

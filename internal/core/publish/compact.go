@@ -208,10 +208,15 @@ func (s *Session) compactRun(ctx context.Context, m *lance.Manifest, run []lance
 	return &CompactGroup{Replaced: ids, File: desc.Path, Rows: desc.Rows, Bytes: desc.Size, Version: cr.Version}, nil
 }
 
-// beforeCompactCommit is the early abort of a commit: the claim, and the
-// WAL epoch (a newer publisher fenced this one out).
+// beforeCompactCommit is the early abort of a commit: the claim and the
+// storage stop, the caller's guard, and the WAL epoch (a newer publisher
+// fenced this one out).
 func (s *Session) beforeCompactCommit(ctx context.Context) error {
-	if err := s.claim.Err(); err != nil {
+	// The claim, read with the table's storage stop (rule 24).
+	if err := s.claim.Valid(ctx); err != nil {
+		return err
+	}
+	if err := s.commitGuard(ctx); err != nil {
 		return err
 	}
 	we, err := s.p.log.Epoch(ctx, s.table)

@@ -221,8 +221,11 @@ func (p *Publisher) Acquire(ctx context.Context, table string) (*Session, error)
 		err = s.advanceEpoch(ctx)
 	}
 	if err != nil {
-		_ = claim.Release(context.WithoutCancel(ctx))
-		return nil, p.stopped.note(table, err)
+		err = p.stopped.note(table, err) // recorded for the fleet before the claim goes
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), coord.DefaultCallTimeout)
+		defer cancel()
+		_ = s.Release(rctx)
+		return nil, err
 	}
 	return s, nil
 }
@@ -273,7 +276,16 @@ func (s *Session) SliceOver() bool { return s.claim.SliceOver(s.rounds) }
 
 // Release releases the claim (revoking its lease). The epoch stays: the next
 // owner advances it.
-func (s *Session) Release(ctx context.Context) error { return s.claim.Release(ctx) }
+func (s *Session) Release(ctx context.Context) error {
+	// A failed fsync whose fleet-wide stop is not in etcd yet: the claim is
+	// what keeps every other process off the table meanwhile (rule 24).
+	if e := s.p.stopped.get(s.table); e != nil && !e.Recorded() {
+		if err := e.waitRecorded(ctx); err != nil {
+			return fmt.Errorf("table %s: the claim is kept until the storage stop is recorded in etcd (%v): %w", s.table, err, e)
+		}
+	}
+	return s.claim.Release(ctx)
+}
 
 // dataset opens (or creates) the table's Lance dataset and wires the
 // failpoints into its commit path.

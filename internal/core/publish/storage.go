@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/durable"
@@ -32,20 +32,38 @@ var ErrStorageFailed = fmt.Errorf("storage failed: publishing of the table is st
 type StorageError struct {
 	Table string
 	Err   error
-	// recorded tells whether the fleet-wide stop record is in etcd; until
-	// it is, the stop holds in this process and recording is retried.
-	recorded atomic.Bool
+	// recorded is closed once the fleet-wide stop record is in etcd;
+	// until then the stop holds in this process, recording is retried, and
+	// Session.Release keeps the claim, so no other process takes the table.
+	recorded chan struct{}
 }
 
 // Recorded tells whether the fleet-wide stop record is in etcd.
-func (e *StorageError) Recorded() bool { return e.recorded.Load() }
+func (e *StorageError) Recorded() bool {
+	select {
+	case <-e.recorded:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitRecorded waits until the stop is recorded or ctx ends.
+func (e *StorageError) waitRecorded(ctx context.Context) error {
+	select {
+	case <-e.recorded:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
 
 // Error names the table, the failed fsync (directory or file, errno) and
 // what to do.
 func (e *StorageError) Error() string {
 	scope := "stopped for the whole fleet"
 	if !e.Recorded() {
-		scope = "stopped in this process (the fleet-wide stop record could not be written to etcd yet)"
+		scope = "stopped in this process (the fleet-wide stop record could not be written to etcd yet; this process keeps trying and keeps the claim)"
 	}
 	return fmt.Sprintf("table %s: %v: %v, %s; repair the storage, then run `walctl table resume --table %s --reason ...`", e.Table, e.Err, ErrStorageFailed, scope, e.Table)
 }
@@ -61,29 +79,32 @@ func (e *StorageError) Unwrap() []error {
 }
 
 // stopped records the tables a failed fsync stopped in this Publisher, and
-// writes each stop to etcd for the fleet (record).
+// writes each stop to etcd for the fleet (record), retrying until it is
+// written.
 type stopped struct {
 	record func(*StorageError) error
 	mu     sync.Mutex
 	tables map[string]*StorageError
 }
 
-// check returns the error that stopped table in this process, or nil. A
-// stop not yet recorded in etcd is recorded now, if etcd answers.
+// check returns the error that stopped table in this process, or nil.
 func (s *stopped) check(table string) error {
-	s.mu.Lock()
-	e := s.tables[table]
-	s.mu.Unlock()
-	if e == nil {
-		return nil
+	if e := s.get(table); e != nil {
+		return e
 	}
-	s.push(e)
-	return e
+	return nil
+}
+
+func (s *stopped) get(table string) *StorageError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tables[table]
 }
 
 // note turns an error that wraps durable.ErrSyncFailed into the table's
 // StorageError (the first one is kept), stops the table in this process
-// and records the stop for the fleet; other errors pass unchanged.
+// and records the stop for the fleet: at once, and if etcd does not take
+// it, again in the background until it does. Other errors pass unchanged.
 func (s *stopped) note(table string, err error) error {
 	if err == nil || !errors.Is(err, durable.ErrSyncFailed) {
 		return err
@@ -97,23 +118,31 @@ func (s *stopped) note(table string, err error) error {
 		s.tables = map[string]*StorageError{}
 	}
 	e := s.tables[table]
-	if e == nil {
-		e = &StorageError{Table: table, Err: err}
-		s.tables[table] = e
+	if e != nil {
+		s.mu.Unlock()
+		return e
 	}
+	e = &StorageError{Table: table, Err: err, recorded: make(chan struct{})}
+	s.tables[table] = e
 	s.mu.Unlock()
-	s.push(e)
+	if s.record == nil || s.record(e) == nil {
+		close(e.recorded)
+	} else {
+		go s.recordUntilDone(e)
+	}
 	return e
 }
 
-// push writes e's stop record unless it is written.
-func (s *stopped) push(e *StorageError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e.Recorded() || s.record == nil {
-		return
+// recordUntilDone retries writing e's stop record, from one second apart
+// up to thirty, until etcd takes it.
+func (s *stopped) recordUntilDone(e *StorageError) {
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		time.Sleep(wait)
+		if s.record(e) == nil {
+			close(e.recorded)
+			return
+		}
 	}
-	e.recorded.Store(s.record(e) == nil)
 }
 
 // recordStop writes the fleet-wide stop record of e's table (rule 24).

@@ -196,6 +196,8 @@ func (t *tableLoop) round(ctx context.Context, s *publish.Session, log *slog.Log
 		switch {
 		case k.severe(), k == kindStorage:
 			log.Error("round failed on a data-integrity or configuration error", attrs...)
+		case k == kindStopped:
+			log.Error("the table is stopped for the fleet by a storage failure; releasing it until an operator resumes it (walctl table stopped, walctl table resume)", attrs...)
 		case k == kindFenced:
 			log.Warn(t.fencedBy(s.Epoch())+"; no further rounds under this claim", attrs...)
 		case k == kindWALUnavailable:
