@@ -224,6 +224,12 @@ func (h *harness) dial() {
 	h.cli = cli
 }
 
+// claimTTL is the claim TTL of every walctl process of the run: short, so
+// that a killed holder's table is free again soon and `table clean` (which
+// keeps every version younger than twice the TTL) has old versions to
+// remove.
+const claimTTL = 3 * time.Second
+
 // startWorker starts `walctl worker run` with its data directory (and so
 // its Lance root) on the mount, with the failpoint spec fp ("" for none).
 func (h *harness) startWorker(fp string) {
@@ -233,7 +239,7 @@ func (h *harness) startWorker(fp string) {
 		h.dropClaims()
 	}
 	h.procs++
-	env := []string{"WALCTL_CLAIM_TTL=3s", "WALCTL_PUBLICATION_MAX_GENERATIONS=4", "WALCTL_WORKER_POLL_INTERVAL=200ms"}
+	env := []string{"WALCTL_CLAIM_TTL=" + claimTTL.String(), "WALCTL_PUBLICATION_MAX_GENERATIONS=4", "WALCTL_WORKER_POLL_INTERVAL=200ms"}
 	if fp != "" {
 		env = append(env, "WALCTL_FAILPOINTS="+fp)
 	}
@@ -246,9 +252,9 @@ func (h *harness) startWorker(fp string) {
 // verify) with the failpoint spec fp ("" for none).
 func (h *harness) walctl(name, fp string, args ...string) *proc.Proc {
 	h.procs++
-	var env []string
+	env := []string{"WALCTL_CLAIM_TTL=" + claimTTL.String()}
 	if fp != "" {
-		env = []string{"WALCTL_FAILPOINTS=" + fp}
+		env = append(env, "WALCTL_FAILPOINTS="+fp)
 	}
 	return h.runner.Start(h.t, fmt.Sprintf("%s-%d", name, h.procs), env,
 		append([]string{"--etcd-endpoints", h.etcd.Endpoint(), "--wal", h.walAddr, "--data-dir", h.workerDir(), "--output", "json"}, args...)...)
@@ -281,6 +287,20 @@ func (h *harness) startProducers() {
 	h.waitProducers = h.prod.produce(ctx, h.cli, table, h.schema, shards, h.seed+uint64(h.procs)*7919)
 }
 
+// stopProduction stops the producers, if they run, and waits for them:
+// their appends in flight become of unknown outcome.
+func (h *harness) stopProduction() {
+	h.t.Helper()
+	if h.stopProducers == nil {
+		return
+	}
+	h.stopProducers()
+	if err := h.waitProducers(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.stopProducers = nil
+}
+
 // dropClaims deletes the claims a killed worker left: they lapse with its
 // lease; dropping them only saves the test the TTL.
 func (h *harness) dropClaims() {
@@ -311,13 +331,7 @@ func (h *harness) powerCut(tear *rand.Rand) *powerfs.Loss {
 		}
 	}
 	h.srv, h.worker, h.oneShot = nil, nil, nil
-	if h.stopProducers != nil {
-		h.stopProducers()
-		if err := h.waitProducers(); err != nil {
-			h.t.Fatal(err)
-		}
-		h.stopProducers = nil
-	}
+	h.stopProduction()
 	if h.cli != nil {
 		h.cli.Close()
 		h.cli = nil

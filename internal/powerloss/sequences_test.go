@@ -295,25 +295,37 @@ var compactPoints = []struct {
 // it, and cuts the power with `table compact` paused mid-way.
 func (h *harness) seqCompact(rng *rand.Rand) string {
 	p := compactPoints[rng.IntN(len(compactPoints))]
-	return h.oneShotCut(rng, fmt.Sprintf("%s=pause*%d", p.fp, p.k), p.fp, p.k, "table", "compact", "--table", table)
+	return h.oneShotCut(rng, 0, fmt.Sprintf("%s=pause*%d", p.fp, p.k), p.fp, p.k, "table", "compact", "--table", table)
 }
 
 // seqClean is seqCompact with `table clean --older-than 0s` paused at its
-// k-th removal.
+// k-th removal. Clean keeps every version younger than twice the claim TTL
+// (rule 23): the load runs that long and more first, so there are old
+// versions to remove.
 func (h *harness) seqClean(rng *rand.Rand) string {
 	h.cleaned = true
 	k := 1 + rng.IntN(3)
-	return h.oneShotCut(rng, fmt.Sprintf("%s=pause*%d", durable.FailRemove, k), durable.FailRemove, k,
+	return h.oneShotCut(rng, 2*claimTTL+time.Second, fmt.Sprintf("%s=pause*%d", durable.FailRemove, k), durable.FailRemove, k,
 		"table", "clean", "--table", table, "--older-than", "0s")
 }
 
-func (h *harness) oneShotCut(rng *rand.Rand, spec, fp string, k int, args ...string) string {
+// oneShotCut runs the load until a few versions are published and lets
+// them age for warm, then runs the one-shot args with failpoint spec, and
+// returns once it is paused at its k-th fp.
+func (h *harness) oneShotCut(rng *rand.Rand, warm time.Duration, spec, fp string, k int, args ...string) string {
 	fire := h.plan(fmt.Sprintf("%s paused at %s", args[1], fp))
 	h.load("")
 	before := h.latestVersion()
 	// Enough new versions that there is something to merge, and more than
 	// k versions for a clean to remove (it keeps the latest).
 	h.waitFor(func() bool { return h.latestVersion() >= before+uint64(k)+2 })
+	if warm > 0 {
+		// Let them age, the producers paused (a larger table only makes
+		// the run's checks slower).
+		h.stopProduction()
+		time.Sleep(warm)
+		h.startProducers()
+	}
 	h.retire(&h.worker)
 	h.dropClaims()
 	h.oneShot = h.walctl(args[1], spec, args...)
