@@ -165,7 +165,7 @@ func (s *Session) compactRun(ctx context.Context, m *lance.Manifest, run []lance
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.createOwnRecord(compactionsDir+"/"+id+".json", data); err != nil {
+	if err := s.store.createOwnRecord(s.p.cfg.Clock, compactionsDir+"/"+id+".json", data); err != nil {
 		return nil, err
 	}
 	if err := s.beforeCompactCommit(ctx); err != nil {

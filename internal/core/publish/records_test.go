@@ -9,6 +9,7 @@ import (
 
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/objstore"
+	"k8s.io/utils/clock"
 )
 
 // refusesFresh is a store that refuses the next n creates as existing
@@ -36,21 +37,21 @@ func TestOwnRecordRefusedAsExisting(t *testing.T) {
 	ctx := context.Background()
 
 	st.n.Store(1) // one spurious refusal: created on the next attempt
-	if err := s.createOwnRecord("_walctl/compactions/a.json", []byte("a")); err != nil {
+	if err := s.createOwnRecord(clock.RealClock{}, "_walctl/compactions/a.json", []byte("a")); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := local.Get(ctx, "_walctl/compactions/a.json"); err != nil || string(got) != "a" {
 		t.Fatalf("record a: %q, %v", got, err)
 	}
 	st.n.Store(5) // refused every time: an error, not a silent success
-	if err := s.createOwnRecord("_walctl/compactions/b.json", []byte("b")); !errors.Is(err, errs.ErrUnavailable) {
+	if err := s.createOwnRecord(clock.RealClock{}, "_walctl/compactions/b.json", []byte("b")); !errors.Is(err, errs.ErrUnavailable) {
 		t.Fatalf("always refused: %v; want ErrUnavailable", err)
 	}
 	st.n.Store(0) // the same bytes already there (an answer lost): created
-	if err := s.createOwnRecord("_walctl/compactions/a.json", []byte("a")); err != nil {
+	if err := s.createOwnRecord(clock.RealClock{}, "_walctl/compactions/a.json", []byte("a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.createOwnRecord("_walctl/compactions/a.json", []byte("other")); !errors.Is(err, errs.ErrCorrupt) {
+	if err := s.createOwnRecord(clock.RealClock{}, "_walctl/compactions/a.json", []byte("other")); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("another record under the key: %v; want ErrCorrupt", err)
 	}
 }

@@ -145,7 +145,7 @@ func New(log wal.Log, co *coord.Client, cfg Config) *Publisher {
 	}
 	p := &Publisher{log: log, coord: co, cfg: cfg}
 	if co != nil {
-		p.stopped.record = p.recordStop
+		p.stopped.record, p.stopped.clock = p.recordStop, cfg.Clock
 	}
 	return p
 }

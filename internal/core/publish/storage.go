@@ -11,6 +11,7 @@ import (
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
+	"k8s.io/utils/clock"
 )
 
 // ErrStorageFailed marks a table whose storage failed an fsync
@@ -83,6 +84,7 @@ func (e *StorageError) Unwrap() []error {
 // written.
 type stopped struct {
 	record func(*StorageError) error
+	clock  clock.Clock // waits between retries of record
 	mu     sync.Mutex
 	tables map[string]*StorageError
 }
@@ -137,7 +139,7 @@ func (s *stopped) note(table string, err error) error {
 // up to thirty, until etcd takes it.
 func (s *stopped) recordUntilDone(e *StorageError) {
 	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-		time.Sleep(wait)
+		s.clock.Sleep(wait)
 		if s.record(e) == nil {
 			close(e.recorded)
 			return

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"k8s.io/utils/clock"
 
 	"github.com/walctl/walctl/internal/core/digest"
 	"github.com/walctl/walctl/internal/core/errs"
@@ -398,8 +399,8 @@ func (s *Store) createRecord(key string, data []byte) (bool, error) {
 // id). A create refused as existing is not a lost race: the key is read
 // back, and the record counts as created only if it holds these bytes (an
 // earlier answer was lost); a store that refused a key nobody wrote (some
-// do under contention) is asked again, a few times.
-func (s *Store) createOwnRecord(key string, data []byte) error {
+// do under contention) is asked again, a few times, waiting on clk.
+func (s *Store) createOwnRecord(clk clock.Clock, key string, data []byte) error {
 	for attempt := 1; ; attempt++ {
 		created, err := s.createRecord(key, data)
 		if err != nil || created {
@@ -416,6 +417,6 @@ func (s *Store) createOwnRecord(key string, data []byte) error {
 		case attempt == 3:
 			return fmt.Errorf("record %s: %d creates were refused as existing, yet nothing is there: %w", s.st.Join(key), attempt, errs.ErrUnavailable)
 		}
-		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+		clk.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
 	}
 }
