@@ -12,6 +12,7 @@ import (
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
 	"github.com/walctl/walctl/internal/core/failpoint"
+	"github.com/walctl/walctl/internal/core/lance"
 )
 
 // fsyncgate (issue 12 item 3): the directory sync after the data commit's
@@ -34,13 +35,7 @@ func TestFailedSyncAfterLinkStopsTableAndNeverTrims(t *testing.T) {
 	}
 	// Version 2 is the fence, 3 the data commit: arm the fsync failpoint
 	// once version 3 is linked, so the next fsync is its directory's.
-	t.Cleanup(failpoint.Reset)
-	ds.Hooks.AfterLinkBeforeDirSync = func(ctx context.Context, v uint64) error {
-		if v == 3 {
-			return failpoint.Enable(durable.FailSync+"=error*1", "")
-		}
-		return nil
-	}
+	failDirSyncAfterLink(t, ds, 3)
 	_, err = s.Round(e.ctx)
 	versions := filepath.Join(e.lance, "orders.lance", "_versions")
 	if !errors.Is(err, ErrStorageFailed) || !errors.Is(err, durable.ErrSyncFailed) || !errors.Is(err, syscall.EIO) ||
@@ -129,10 +124,7 @@ func TestFailedSyncOnFenceStopsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(failpoint.Reset)
-	ds.Hooks.AfterLinkBeforeDirSync = func(ctx context.Context, v uint64) error {
-		return failpoint.Enable(durable.FailSync+"=error*1", "")
-	}
+	failDirSyncAfterLink(t, ds, 0)
 	if _, err := s.Round(e.ctx); !errors.Is(err, ErrStorageFailed) {
 		t.Fatalf("round: %v", err)
 	}
@@ -200,10 +192,7 @@ func TestFailedSyncOnCompactionStopsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := ds.LatestVersion()
-	t.Cleanup(failpoint.Reset)
-	ds.Hooks.AfterLinkBeforeDirSync = func(ctx context.Context, v uint64) error {
-		return failpoint.Enable(durable.FailSync+"=error*1", "")
-	}
+	failDirSyncAfterLink(t, ds, 0)
 	res, err := s.Compact(e.ctx, 1<<30)
 	ds.Hooks.AfterLinkBeforeDirSync = nil
 	if !errors.Is(err, ErrStorageFailed) || !errors.Is(err, durable.ErrSyncFailed) {
@@ -226,5 +215,18 @@ func TestFailedSyncOnCompactionStopsTable(t *testing.T) {
 	}
 	if vs, _ := ds.Versions(); len(vs) != int(before)+1 {
 		t.Fatalf("%d versions left, want all %d", len(vs), before+1)
+	}
+}
+
+// failDirSyncAfterLink makes the directory sync after the link of version
+// v (of any version when v is 0) fail once, as a failed fsync of
+// _versions.
+func failDirSyncAfterLink(t *testing.T, ds *lance.Dataset, v uint64) {
+	t.Cleanup(failpoint.Reset)
+	ds.Hooks.AfterLinkBeforeDirSync = func(ctx context.Context, linked uint64) error {
+		if v != 0 && linked != v {
+			return nil
+		}
+		return failpoint.Enable(durable.FailSync+"=error*1", "")
 	}
 }

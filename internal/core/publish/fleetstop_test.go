@@ -11,7 +11,6 @@ import (
 	"github.com/walctl/walctl/internal/core/coord"
 	"github.com/walctl/walctl/internal/core/durable"
 	"github.com/walctl/walctl/internal/core/errs"
-	"github.com/walctl/walctl/internal/core/failpoint"
 )
 
 // Issue 31 (found by an adversarial reading): `table clean` fences first;
@@ -40,10 +39,7 @@ func TestFailedSyncOnCleansFenceStopsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := ds.LatestVersion()
-	t.Cleanup(failpoint.Reset)
-	ds.Hooks.AfterLinkBeforeDirSync = func(ctx context.Context, v uint64) error {
-		return failpoint.Enable(durable.FailSync+"=error*1", "")
-	}
+	failDirSyncAfterLink(t, ds, 0)
 	_, err = c.Clean(e.ctx, 0)
 	ds.Hooks.AfterLinkBeforeDirSync = nil
 	if !errors.Is(err, durable.ErrSyncFailed) {
@@ -96,13 +92,7 @@ func TestUnrecordedStopIsRetriedAndKeepsTheClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(failpoint.Reset)
-	ds.Hooks.AfterLinkBeforeDirSync = func(ctx context.Context, v uint64) error {
-		if v == 3 {
-			return failpoint.Enable(durable.FailSync+"=error*1", "")
-		}
-		return nil
-	}
+	failDirSyncAfterLink(t, ds, 3)
 	_, err = s.Round(e.ctx)
 	var se *StorageError
 	if !errors.As(err, &se) || se.Recorded() {
